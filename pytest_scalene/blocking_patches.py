@@ -1,0 +1,82 @@
+"""Blocking calls, patched so the main thread keeps waking up to run the sampler's handler.
+
+CPython runs signal handlers in the main thread only, between bytecodes. A main thread blocked
+in `Thread.join()` or `Condition.wait()` would hold back every sample while its worker threads
+run. Each patch waits in slices of `sys.getswitchinterval()` instead, with the same result and
+the same timeout semantics. Patches are applied around each profiled test and undone after it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+_original_join = threading.Thread.join
+_original_cond_wait = threading.Condition.wait
+_original_sleep = time.sleep
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None or timeout < 0 else time.monotonic() + timeout
+
+
+def _slice(deadline: float | None) -> float:
+    step = sys.getswitchinterval()
+    if deadline is None:
+        return step
+    return max(0.0, min(step, deadline - time.monotonic()))
+
+
+def _join(self: threading.Thread, timeout: float | None = None) -> None:
+    deadline = _deadline(timeout)
+    while True:
+        _original_join(self, _slice(deadline))
+        if not self.is_alive() or (deadline is not None and time.monotonic() >= deadline):
+            return
+
+
+def _cond_wait(self: threading.Condition, timeout: float | None = None) -> bool:
+    # Between slices we hold the condition's lock again, so no notify() can be lost.
+    deadline = _deadline(timeout)
+    while True:
+        if _original_cond_wait(self, _slice(deadline)):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+
+
+def _sleep(seconds: float) -> None:
+    if seconds <= 0:
+        return _original_sleep(seconds)
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        _original_sleep(min(left, sys.getswitchinterval()))
+
+
+_PATCHES: list[tuple[Any, str, Callable[..., Any]]] = [
+    (threading.Thread, "join", _join),
+    (threading.Condition, "wait", _cond_wait),
+    (time, "sleep", _sleep),
+]
+
+
+class BlockingPatches:
+    """Applies the patches in the main thread and restores exactly what was there before."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def apply(self) -> None:
+        if self._saved or threading.current_thread() is not threading.main_thread():
+            return
+        for owner, name, replacement in _PATCHES:
+            self._saved.append((owner, name, owner.__dict__[name]))
+            setattr(owner, name, replacement)
+
+    def undo(self) -> None:
+        while self._saved:
+            owner, name, original = self._saved.pop()
+            setattr(owner, name, original)

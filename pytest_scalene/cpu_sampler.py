@@ -1,0 +1,177 @@
+"""The CPU sampler: a timer signal every `interval_s` splits time into Python, native and system.
+
+Per signal, each thread is charged the CPU time it used since the last signal (its own thread
+CPU clock, so a blocked thread is never charged). The system part is the process's system share
+of that interval (os.times). The rest is split into Python and native:
+- main thread: signal-delay inference. CPython runs the handler only between bytecodes, so the
+  main thread's CPU time beyond one interval since the last handler was spent where no bytecode
+  ran: native code. At most one interval is Python.
+- other threads: `dis` on their current instruction: on a CALL means native, otherwise Python.
+- CPU time of threads Python does not know (BLAS and OpenMP pools) or that ended during the
+  interval is the process's CPU time minus the threads' sum: native, charged to the main thread.
+The handler's own CPU time is excluded: every clock is read again when it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Protocol
+
+from .call_sites import on_call
+from .model import LineKey, TestProfile
+from .scope import CodeScope
+
+CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_REAL, signal.SIGALRM)}
+
+
+class SampleListener(Protocol):
+    """Told of every CPU sample, e.g. to read GPU counters on the sampler's schedule."""
+
+    def on_cpu_sample(
+        self, profile: TestProfile, frame: FrameType | None, key: LineKey | None, cpu_s: float
+    ) -> None:
+        """`frame`: the main thread's frame; `key`: its profiled line (None outside profiled
+        code); `cpu_s`: the CPU time charged to the main thread for this sample."""
+
+
+class SignalBusy(RuntimeError):
+    """The timer signal or the interval timer is already in use by the code under test."""
+
+
+def _thread_cpu(ident: int) -> float | None:
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (OSError, OverflowError):
+        return None
+
+
+class CpuSampler:
+    def __init__(
+        self,
+        scope: CodeScope,
+        interval_s: float = 0.01,
+        clock: str = "cpu",
+        listeners: Sequence[SampleListener] = (),
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.scope = scope
+        self.interval_s = interval_s
+        self.clock = clock
+        self.timer, self.signum = CLOCKS[clock]
+        self.listeners = list(listeners)
+        self.on_error = on_error
+        self._profile: TestProfile | None = None
+        self._previous_handler: object = None
+        self._main_ident = threading.main_thread().ident
+        self._thread_clock: dict[int, float] = {}
+        self._user = self._system = self._wall = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, profile: TestProfile) -> None:
+        """Start sampling into `profile`. Raises SignalBusy if the signal or timer is taken."""
+        handler_taken = signal.getsignal(self.signum) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+        if handler_taken or signal.getitimer(self.timer) != (0.0, 0.0):
+            raise SignalBusy(f"{signal.Signals(self.signum).name} is already in use")
+        self._profile = profile
+        self._previous_handler = signal.signal(self.signum, self._on_signal)
+        self._reset_clocks()
+        signal.setitimer(self.timer, self.interval_s, self.interval_s)
+
+    def stop(self) -> None:
+        """Stop the timer and give back the signal; the partial last interval is charged."""
+        if self._profile is None:
+            return
+        signal.setitimer(self.timer, 0.0, 0.0)
+        try:
+            self._sample(sys._getframe(1))
+        finally:
+            if signal.getsignal(self.signum) == self._on_signal:
+                signal.signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
+            self._profile = None
+            self._thread_clock.clear()
+
+    def _reset_clocks(self) -> None:
+        times = os.times()
+        self._user, self._system, self._wall = times.user, times.system, time.perf_counter()
+        self._thread_clock = {
+            ident: cpu for ident in sys._current_frames() if (cpu := _thread_cpu(ident)) is not None
+        }
+
+    # -- the handler -------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._profile is None:
+            return
+        try:
+            self._sample(frame)
+        except Exception as exc:  # the profiler must never break the test
+            signal.setitimer(self.timer, 0.0, 0.0)
+            self._profile = None
+            if self.on_error is not None:
+                self.on_error(exc)
+
+    def _ordered_frames(self) -> list[tuple[int, FrameType]]:
+        # The main thread last, so that it can take the CPU time no other thread accounts for.
+        frames = sys._current_frames()
+        main = frames.pop(self._main_ident, None)
+        ordered = list(frames.items())
+        if main is not None:
+            ordered.append((self._main_ident, main))
+        return ordered
+
+    def _sample(self, main_frame: FrameType | None) -> None:
+        profile = self._profile
+        assert profile is not None
+        times = os.times()
+        wall = time.perf_counter()
+        user, system = times.user - self._user, times.system - self._system
+        system_share = system / (user + system) if user + system > 0 else 0.0
+        elapsed_wall = wall - self._wall
+
+        main_key: tuple[LineKey, int] | None = None
+        main_cpu = 0.0
+        clocks = self._thread_clock
+        unseen = user + system  # process CPU not yet charged to a known thread
+        for ident, frame in self._ordered_frames():
+            now = _thread_cpu(ident)
+            if now is None:
+                continue
+            used = now - clocks.get(ident, now)
+            unseen -= used
+            is_main = ident == self._main_ident
+            if is_main:
+                frame = main_frame
+                used += max(0.0, unseen)  # the main thread sorts last: see _ordered_frames
+            located = self.scope.locate(frame)
+            if is_main:
+                main_key, main_cpu = located, max(0.0, used)
+            if used <= 0 and not (is_main and self.clock == "wall"):
+                continue
+            cpu_system = used * system_share
+            cpu_user = used - cpu_system
+            if is_main:
+                python = min(self.interval_s, cpu_user)
+                native = cpu_user - python
+            else:
+                native = cpu_user if frame is not None and on_call(frame) else 0.0
+                python = cpu_user - native
+            profile.cpu_python_s += python
+            profile.cpu_native_s += native
+            profile.cpu_system_s += cpu_system
+            if located is not None:
+                stats = profile.line(*located)
+                stats.cpu_python_s += python
+                stats.cpu_native_s += native
+                stats.cpu_system_s += cpu_system
+                stats.samples += 1
+                if is_main and self.clock == "wall":
+                    waited = max(0.0, elapsed_wall - used)
+                    stats.extra["wait_s"] = stats.extra.get("wait_s", 0.0) + waited
+        for listener in self.listeners:
+            listener.on_cpu_sample(profile, main_frame, main_key[0] if main_key else None, main_cpu)
+        self._reset_clocks()

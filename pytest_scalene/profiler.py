@@ -1,0 +1,80 @@
+"""Runs the samplers around one test at a time and collects the results in a SessionProfile."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+from .blocking_patches import BlockingPatches
+from .cpu_sampler import CpuSampler, SampleListener, SignalBusy
+from .model import SessionProfile, TestProfile
+from .options import ProfileOptions
+from .scope import CodeScope
+
+
+class Collector(Protocol):
+    """A metric source (memory, GPU...) started and stopped around each test."""
+
+    def start_test(self, profile: TestProfile) -> None: ...
+
+    def stop_test(self, profile: TestProfile) -> None: ...
+
+
+class Profiler:
+    def __init__(self, options: ProfileOptions, rootdir: str) -> None:
+        self.options = options
+        self.scope = CodeScope(rootdir, options.include, options.exclude)
+        self.session = SessionProfile(interval_s=options.interval_s, clock=options.clock)
+        self.collectors: list[Collector] = []
+        self.listeners: list[SampleListener] = []
+        self.errors: list[str] = []
+        self._patches = BlockingPatches()
+
+    def note(self, message: str) -> None:
+        """A one-time remark for the report (why a metric is missing, a conflict...)."""
+        if message not in self.session.notes:
+            self.session.notes.append(message)
+
+    def _on_sampler_error(self, exc: BaseException) -> None:
+        self.note(f"CPU sampler stopped after an internal error: {exc!r}")
+
+    @contextmanager
+    def profiling(self, nodeid: str) -> Iterator[TestProfile]:
+        """Profile the enclosed block as test `nodeid`. Profiler failures never hide the test's
+        own outcome: they become notes, and the block runs as it would without the profiler."""
+        profile = self.session.tests.setdefault(nodeid, TestProfile(nodeid))
+        sampler = CpuSampler(
+            self.scope,
+            self.options.interval_s,
+            self.options.clock,
+            self.listeners,
+            on_error=self._on_sampler_error,
+        )
+        started: list[Collector] = []
+        for collector in self.collectors:
+            try:
+                collector.start_test(profile)
+                started.append(collector)
+            except Exception as exc:
+                self.note(f"{type(collector).__name__} failed to start: {exc!r}")
+        try:
+            sampler.start(profile)
+        except SignalBusy as exc:
+            self.note(f"CPU sampling skipped for tests that hold the timer signal: {exc}")
+            sampler = None
+        self._patches.apply()
+        begin = time.perf_counter()
+        try:
+            yield profile
+        finally:
+            profile.elapsed_s += time.perf_counter() - begin
+            self._patches.undo()
+            if sampler is not None:
+                sampler.stop()
+            for collector in reversed(started):
+                try:
+                    collector.stop_test(profile)
+                except Exception as exc:
+                    self.note(f"{type(collector).__name__} failed: {exc!r}")
