@@ -2,19 +2,25 @@
 
 Per signal, each thread is charged the CPU time it used since the last signal (its own thread
 CPU clock, so a blocked thread is never charged). The system part is the process's system share
-of that interval (os.times). The rest is split into Python and native:
+of that interval (getrusage). The rest is split into Python and native:
 - main thread: signal-delay inference. CPython runs the handler only between bytecodes, so the
-  main thread's CPU time beyond one interval since the last handler was spent where no bytecode
-  ran: native code. At most one interval is Python.
+  time from the timer's expiry to the handler was spent where no bytecode ran: native code. The
+  expiry time is known from the timer's schedule (getitimer at the previous handler's exit), so
+  the delay is measured, not assumed. The stretch before the expiry is credited to Python in
+  proportion to the two ends that were observed: the previous handler and this one, each either
+  prompt (Python was running) or delayed (native was running). A pure-Python loop is all Python,
+  back-to-back native calls are all native, and a single switch in between is split evenly,
+  which is unbiased when switches fall uniformly.
 - other threads: `dis` on their current instruction: on a CALL means native, otherwise Python.
 - CPU time of threads Python does not know (BLAS and OpenMP pools) or that ended during the
   interval is the process's CPU time minus the threads' sum: native, charged to the main thread.
-The handler's own CPU time is excluded: every clock is read again when it returns.
+The handler's own CPU time is excluded: the main thread's clock is read again when it returns.
+The handler never nests: while it waits for the GIL, the next signal may already be pending.
 """
 
 from __future__ import annotations
 
-import os
+import resource
 import signal
 import sys
 import threading
@@ -28,6 +34,12 @@ from .model import LineKey, TestProfile
 from .scope import CodeScope
 
 CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_REAL, signal.SIGALRM)}
+# A handler later than this fraction of an interval after its timer expired was held back by
+# native code. CPU-time timers are checked on the scheduler tick, so even while bytecode runs a
+# signal can arrive up to one tick (1-10 ms by kernel, 4 ms measured here) late; wall timers are
+# late whenever the machine is busy. Half an interval clears both at the default 10 ms interval;
+# native calls shorter than that count as Python (documented in docs/cpu.md).
+PROMPT_FRACTION = 0.5
 
 
 class SampleListener(Protocol):
@@ -70,7 +82,10 @@ class CpuSampler:
         self._previous_handler: object = None
         self._main_ident = threading.main_thread().ident
         self._thread_clock: dict[int, float] = {}
-        self._user = self._system = self._wall = 0.0
+        self._user = self._system = self._wall = self._timer_clock = 0.0
+        self._until_expiry = 0.0  # timer-clock seconds from the last handler's exit to expiry
+        self._was_prompt = True
+        self._in_handler = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, profile: TestProfile) -> None:
@@ -78,10 +93,11 @@ class CpuSampler:
         handler_taken = signal.getsignal(self.signum) not in (signal.SIG_DFL, signal.SIG_IGN, None)
         if handler_taken or signal.getitimer(self.timer) != (0.0, 0.0):
             raise SignalBusy(f"{signal.Signals(self.signum).name} is already in use")
+        self._prompt_s = PROMPT_FRACTION * self.interval_s
         self._profile = profile
         self._previous_handler = signal.signal(self.signum, self._on_signal)
-        self._reset_clocks()
         signal.setitimer(self.timer, self.interval_s, self.interval_s)
+        self._reset_clocks()
 
     def stop(self) -> None:
         """Stop the timer and give back the signal; the partial last interval is charged."""
@@ -96,17 +112,35 @@ class CpuSampler:
             self._profile = None
             self._thread_clock.clear()
 
+    def _timer_now(self) -> float:
+        if self.clock == "cpu":
+            return time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
+        return time.perf_counter()
+
     def _reset_clocks(self) -> None:
-        times = os.times()
-        self._user, self._system, self._wall = times.user, times.system, time.perf_counter()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, time.perf_counter()
+        self._timer_clock = self._timer_now()
+        self._until_expiry = signal.getitimer(self.timer)[0]
         self._thread_clock = {
             ident: cpu for ident in sys._current_frames() if (cpu := _thread_cpu(ident)) is not None
         }
 
+    def _exclude_handler_time(self, main_clock_at_entry: float) -> None:
+        """Move the baselines past the main thread's time in the handler: that is the
+        profiler's cost, not the test's. Other threads' clocks keep their entry readings."""
+        spent = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID) - main_clock_at_entry
+        self._user += spent
+        self._wall = time.perf_counter()
+        self._timer_clock = self._timer_now()
+        self._until_expiry = signal.getitimer(self.timer)[0]
+        self._thread_clock[self._main_ident] = main_clock_at_entry + spent
+
     # -- the handler -------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self._profile is None:
+        if self._profile is None or self._in_handler:
             return
+        self._in_handler = True
         try:
             self._sample(frame)
         except Exception as exc:  # the profiler must never break the test
@@ -114,6 +148,8 @@ class CpuSampler:
             self._profile = None
             if self.on_error is not None:
                 self.on_error(exc)
+        finally:
+            self._in_handler = False
 
     def _ordered_frames(self) -> list[tuple[int, FrameType]]:
         # The main thread last, so that it can take the CPU time no other thread accounts for.
@@ -124,23 +160,39 @@ class CpuSampler:
             ordered.append((self._main_ident, main))
         return ordered
 
+    def _main_python_share(self) -> float:
+        """The main thread's Python share of the time since the last handler (module doc)."""
+        elapsed = self._timer_now() - self._timer_clock
+        if elapsed <= 0:
+            return 1.0
+        before_expiry = min(elapsed, self._until_expiry)
+        prompt = elapsed - before_expiry <= self._prompt_s
+        # A prompt handler's small delay is the kernel's delivery latency: bytecode was running.
+        after_expiry = elapsed - before_expiry
+        python = before_expiry * (self._was_prompt + prompt) / 2 + after_expiry * prompt
+        self._was_prompt = prompt
+        return python / elapsed
+
     def _sample(self, main_frame: FrameType | None) -> None:
         profile = self._profile
         assert profile is not None
-        times = os.times()
-        wall = time.perf_counter()
-        user, system = times.user - self._user, times.system - self._system
+        main_clock_at_entry = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        elapsed_wall = time.perf_counter() - self._wall
+        user, system = usage.ru_utime - self._user, usage.ru_stime - self._system
         system_share = system / (user + system) if user + system > 0 else 0.0
-        elapsed_wall = wall - self._wall
+        main_python_share = self._main_python_share()
 
         main_key: tuple[LineKey, int] | None = None
         main_cpu = 0.0
         clocks = self._thread_clock
+        readings: dict[int, float] = {}
         unseen = user + system  # process CPU not yet charged to a known thread
         for ident, frame in self._ordered_frames():
             now = _thread_cpu(ident)
             if now is None:
                 continue
+            readings[ident] = now
             used = now - clocks.get(ident, now)
             unseen -= used
             is_main = ident == self._main_ident
@@ -155,7 +207,7 @@ class CpuSampler:
             cpu_system = used * system_share
             cpu_user = used - cpu_system
             if is_main:
-                python = min(self.interval_s, cpu_user)
+                python = cpu_user * main_python_share
                 native = cpu_user - python
             else:
                 native = cpu_user if frame is not None and on_call(frame) else 0.0
@@ -174,4 +226,6 @@ class CpuSampler:
                     stats.extra["wait_s"] = stats.extra.get("wait_s", 0.0) + waited
         for listener in self.listeners:
             listener.on_cpu_sample(profile, main_frame, main_key[0] if main_key else None, main_cpu)
-        self._reset_clocks()
+        self._user, self._system = usage.ru_utime, usage.ru_stime
+        self._thread_clock = readings
+        self._exclude_handler_time(main_clock_at_entry)
