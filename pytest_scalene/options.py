@@ -34,6 +34,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _output_file(text: str) -> Path:
+    path = Path(text)
+    if not text or path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a file path, got the directory {text!r}")
+    return path
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("scalene", "pytest-scalene: per-line profiling, budgets, baselines")
     add = group.addoption
@@ -67,11 +74,24 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add("--profile-json", metavar="PATH", help="write the profile as JSON to PATH")
     add(
+        "--profile-html",
+        type=_output_file,
+        metavar="PATH",
+        help="write a self-contained HTML profile (sortable, opens offline) to PATH",
+    )
+    add(
+        "--profile-speedscope",
+        type=_output_file,
+        metavar="PATH",
+        help="write sampled stacks per test in speedscope's format (flame graphs) to PATH",
+    )
+    add(
         "--profile-top",
         type=_positive_int,
         default=None,
         metavar="N",
-        help="show at most N lines per test in the terminal report",
+        help="show at most N lines per test in the terminal report (the N costliest, each with"
+        " the line before and after it)",
     )
     add(
         "--profile-memory",
@@ -106,6 +126,8 @@ class ProfileOptions:
     memory: str
     memory_threshold: int
     gpu: str
+    html_path: Path | None = None
+    speedscope_path: Path | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> ProfileOptions:
@@ -122,4 +144,6 @@ class ProfileOptions:
             memory=opt("--profile-memory"),
             memory_threshold=opt("--profile-memory-threshold"),
             gpu=opt("--profile-gpu"),
+            html_path=opt("--profile-html"),
+            speedscope_path=opt("--profile-speedscope"),
         )

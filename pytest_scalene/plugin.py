@@ -7,11 +7,15 @@ from collections.abc import Generator
 import pytest
 
 from . import flag_conflicts, terminal_report
+from .html_report import write_html
 from .json_report import write_json
 from .options import ProfileOptions, add_options
 from .profiler import Profiler
+from .speedscope_export import write_speedscope
+from .stack_recorder import StackRecorder
 
 PROFILER_KEY = pytest.StashKey[Profiler]()
+STACKS_KEY = pytest.StashKey[StackRecorder]()
 BUDGET_MARKER = "perf_budget"
 
 
@@ -27,7 +31,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "(see pytest-scalene's docs/budgets.md)",
     )
     options = ProfileOptions.from_config(config)
-    config.stash[PROFILER_KEY] = Profiler(options, str(config.rootpath))
+    config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
+    if options.speedscope_path is not None:  # stacks cost a walk per sample: only when asked
+        recorder = config.stash[STACKS_KEY] = StackRecorder(profiler.scope)
+        profiler.listeners.append(recorder)
 
 
 def _wants_profile(item: pytest.Item, profiler: Profiler) -> bool:
@@ -66,8 +73,35 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
     terminalreporter.write_line(text)
 
 
+def _write_report_files(session: pytest.Session, profiler: Profiler) -> None:
+    """--profile-html and --profile-speedscope. A file that cannot be written fails the run with
+    a one-line error (CI wants the artifact), never a traceback."""
+    config = session.config
+    options = profiler.options
+    recorder = config.stash.get(STACKS_KEY, None)
+    for option, path in (
+        ("--profile-html", options.html_path),
+        ("--profile-speedscope", options.speedscope_path),
+    ):
+        if path is None:
+            continue
+        try:
+            if option == "--profile-html":
+                write_html(profiler.session, path, str(config.rootpath))
+            elif recorder is not None:
+                write_speedscope(profiler.session, recorder, path)
+        except OSError as exc:
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            message = f"pytest-scalene: cannot write {option} file {path}: {exc.strerror or exc}"
+            if reporter is not None:
+                reporter.write_line(message, red=True, bold=True)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     profiler = session.config.stash.get(PROFILER_KEY, None)
+    if profiler is not None and not hasattr(session.config, "workerinput"):
+        _write_report_files(session, profiler)  # on xdist, the controller writes them
     if profiler is None or profiler.options.json_path is None:
         return
     write_json(profiler.session, profiler.options.json_path)

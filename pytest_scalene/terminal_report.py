@@ -200,7 +200,11 @@ def _select(tests: list[TestProfile], rootdir: str, top: int | None, max_rows: i
     candidates: list[tuple[float, int, LineKey]] = []
     for index, profile in enumerate(tests):
         totals = _totals(profile)
-        scored = [(_score(profile, s, totals), k) for k, s in profile.lines.items()]
+        leaks = _leaks(profile)  # a likely leak is always shown, whatever its size so far
+        scored = [
+            (1.0 if (k.file, k.line) in leaks else _score(profile, s, totals), k)
+            for k, s in profile.lines.items()
+        ]
         scored = sorted((sk for sk in scored if sk[0] >= MIN_SHARE), key=lambda sk: -sk[0])
         candidates += [(score, index, key) for score, key in scored[:top]]
     candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
