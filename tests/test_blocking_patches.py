@@ -1,0 +1,60 @@
+"""The patched blocking calls keep their semantics: results, timeouts and notifications."""
+
+import queue
+import threading
+import time
+
+import pytest
+
+from pytest_scalene.blocking_patches import BlockingPatches
+
+
+@pytest.fixture
+def patched():
+    patches = BlockingPatches()
+    originals = (threading.Thread.join, threading.Condition.wait, time.sleep)
+    patches.apply()
+    yield
+    patches.undo()
+    assert (threading.Thread.join, threading.Condition.wait, time.sleep) == originals
+
+
+def test_join_waits_for_the_thread(patched):
+    done = []
+    worker = threading.Thread(target=lambda: (time.sleep(0.05), done.append(1)))
+    worker.start()
+    worker.join()
+    assert done == [1] and not worker.is_alive()
+
+
+def test_join_timeout_is_kept(patched):
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    begin = time.monotonic()
+    worker.join(timeout=0.1)
+    assert worker.is_alive()
+    assert 0.09 <= time.monotonic() - begin < 1.0
+    stop.set()
+    worker.join()
+
+
+def test_condition_notify_is_never_lost(patched):
+    items: queue.Queue[int] = queue.Queue()
+    consumer_got = []
+    consumer = threading.Thread(target=lambda: consumer_got.extend(items.get() for _ in range(200)))
+    consumer.start()
+    for i in range(200):
+        items.put(i)
+    consumer.join(timeout=10)
+    assert consumer_got == list(range(200))
+
+
+def test_event_wait_timeout_returns_false(patched):
+    assert threading.Event().wait(0.05) is False
+
+
+def test_sleep_lasts_as_long(patched):
+    begin = time.monotonic()
+    time.sleep(0.12)
+    assert 0.12 <= time.monotonic() - begin < 1.0
