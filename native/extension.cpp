@@ -1,17 +1,122 @@
+// Python side of the shim: arms it, drains its samples, and marks Python's allocations.
+#include <Python.h>
 #include <dlfcn.h>
+#include <signal.h>
+
 #include <pybind11/pybind11.h>
+
 #include "shim_api.h"
 
 namespace py = pybind11;
 
-static ShimApi* find_shim() {
+namespace {
+
+ShimApi* find_shim() {
   using Getter = ShimApi* (*)();
   auto getter = reinterpret_cast<Getter>(dlsym(RTLD_DEFAULT, "pytest_scalene_shim_api"));
-  return getter ? getter() : nullptr;
+  ShimApi* api = getter ? getter() : nullptr;
+  return api && api->abi == PYTEST_SCALENE_SHIM_ABI ? api : nullptr;
 }
 
+ShimApi* shim() {
+  static ShimApi* api = find_shim();
+  if (!api) throw std::runtime_error("the pytest-scalene allocator shim is not preloaded");
+  return api;
+}
+
+// Python's MEM and OBJ allocators, wrapped so that the shim counts their bytes as Python's.
+struct Hook {
+  PyMemAllocatorDomain domain;
+  ShimAllocator previous;
+  PyMemAllocatorEx ours;
+  bool installed;
+};
+Hook hooks[] = {{PYMEM_DOMAIN_MEM, {}, {}, false}, {PYMEM_DOMAIN_OBJ, {}, {}, false}};
+
+void install_python_hooks() {
+  ShimApi* api = shim();
+  for (Hook& hook : hooks) {
+    if (hook.installed) continue;
+    PyMemAllocatorEx current;
+    PyMem_GetAllocator(hook.domain, &current);
+    hook.previous = {current.ctx, current.malloc, current.calloc, current.realloc, current.free};
+    hook.ours = {&hook.previous, api->python_malloc, api->python_calloc, api->python_realloc,
+                 api->python_free};
+    PyMem_SetAllocator(hook.domain, &hook.ours);
+    hook.installed = true;
+  }
+}
+
+// False when another allocator was installed over ours (tracemalloc...): ours then stays, as a
+// pass-through, so that their chain is not cut.
+bool uninstall_python_hooks() {
+  bool all = true;
+  for (Hook& hook : hooks) {
+    if (!hook.installed) continue;
+    PyMemAllocatorEx current;
+    PyMem_GetAllocator(hook.domain, &current);
+    if (current.ctx != &hook.previous || current.malloc != hook.ours.malloc) {
+      all = false;
+      continue;
+    }
+    PyMemAllocatorEx previous = {hook.previous.ctx, hook.previous.malloc, hook.previous.calloc,
+                                 hook.previous.realloc, hook.previous.free};
+    PyMem_SetAllocator(hook.domain, &previous);
+    hook.installed = false;
+  }
+  return all;
+}
+
+void arm(int64_t threshold, int64_t leak_step, int64_t copy_step, int signum) {
+  if (threshold < 1 || leak_step < 1 || copy_step < 1) {
+    throw std::invalid_argument("threshold, leak_step and copy_step must be >= 1");
+  }
+  void* handler = nullptr;
+  if (signum > 0) {
+    struct sigaction current;
+    if (sigaction(signum, nullptr, &current) != 0) throw std::invalid_argument("bad signal");
+    handler = reinterpret_cast<void*>(current.sa_handler);
+  }
+  shim()->arm(threshold, leak_step, copy_step, signum, handler);
+}
+
+py::list take_samples() {
+  size_t count = 0;
+  ShimSample* samples = shim()->take_samples(&count);
+  py::list out;
+  for (size_t i = 0; i < count; i++) {
+    const ShimSample& s = samples[i];
+    out.append(py::make_tuple(s.kind, s.tracked_id, s.footprint, s.alloc_bytes, s.free_bytes,
+                              s.python_bytes, s.copy_bytes, s.time_ns, s.thread));
+  }
+  shim()->release_samples(samples);
+  return out;
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_native, m) {
-  m.doc() = "pytest-scalene native helpers";
+  m.doc() = "pytest-scalene native helpers: the allocator shim's controls";
   m.def("shim_loaded", []() { return find_shim() != nullptr; },
         "True when the allocator shim is preloaded into this process.");
+  m.attr("GROW") = static_cast<int>(SHIM_GROW);
+  m.attr("SHRINK") = static_cast<int>(SHIM_SHRINK);
+  m.attr("COPY") = static_cast<int>(SHIM_COPY);
+  m.def("arm", &arm, py::arg("threshold"), py::arg("leak_step"), py::arg("copy_step"),
+        py::arg("signum"),
+        "Start sampling; samples raise `signum` (whose current handler must stay installed).");
+  m.def("disarm", []() { shim()->disarm(); }, "Stop sampling; no signal is raised after it.");
+  m.def("armed", []() { return shim()->armed() != 0; });
+  m.def("take_samples", &take_samples,
+        "Pending samples: (kind, tracked_id, footprint, alloc_bytes, free_bytes, python_bytes, "
+        "copy_bytes, time_ns, thread) tuples.");
+  m.def("footprint", []() { return shim()->footprint(); }, "Live malloc'd bytes now.");
+  m.def("peak", []() { return shim()->peak(); }, "Highest footprint since arm().");
+  m.def("leak_freed", [](int32_t id) { return shim()->leak_freed(id) != 0; },
+        "Whether the tracked allocation `id` has been freed.");
+  m.def("dropped", []() { return shim()->dropped(); }, "Samples lost (buffer could not grow).");
+  m.def("install_python_hooks", &install_python_hooks,
+        "Wrap Python's MEM and OBJ allocators so that their bytes count as Python's.");
+  m.def("uninstall_python_hooks", &uninstall_python_hooks,
+        "Unwrap them; False when another allocator sits on top (ours stays as a pass-through).");
 }
