@@ -76,7 +76,7 @@ def render_html(session: SessionProfile, rootdir: str, title: str = DEFAULT_TITL
     # One pass over the template, so that a placeholder-like string inside the data (a test id,
     # a source line) is never substituted again.
     values = {
-        "{{CSP}}": html.escape(csp),
+        "{{CSP}}": html.escape(csp, quote=False),  # the CSP has no '"'; keep its quotes readable
         "{{TITLE}}": html.escape(title),
         "{{PROFILE_JSON}}": embed_json(data),
         "{{SOURCES_JSON}}": embed_json(source_lines(session, rootdir)),

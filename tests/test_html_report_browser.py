@@ -1,0 +1,366 @@
+"""The HTML report in a real browser: headless Chromium, driven over the DevTools protocol.
+
+The protocol runs over a pipe (--remote-debugging-pipe: JSON messages, each ended by a NUL byte,
+read from fd 3 and written to fd 4), so no websocket client, driver or extra package is needed.
+
+No network request, asserted two ways:
+- Network.requestWillBeSent reports every request the page starts, the document's own included,
+  and also those its Content-Security-Policy then blocks (they end in Network.loadingFailed with
+  blockedReason "csp"). The only one allowed is the report's own file:// URL.
+- A listener installed before the page's scripts run records every `securitypolicyviolation`,
+  so an attempt that the CSP stopped is a failure too, whatever kind of load it was.
+Both detectors are shown to fire on control pages that do reach out.
+
+Skipped, saying why, where Chromium is not installed (.ci/run installs Debian's chromium).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from report_samples import sample_session, write_sources
+
+from pytest_scalene import html_report
+from pytest_scalene.json_report import session_to_dict
+
+
+def _chromium() -> str | None:
+    override = os.environ.get("PYTEST_SCALENE_CHROMIUM")
+    if override:
+        return override
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+CHROMIUM = _chromium()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="headless Chromium not found: install Debian's chromium package "
+        "(apt-get install -y chromium; .ci/run does) or set PYTEST_SCALENE_CHROMIUM",
+    ),
+]
+
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-pipe",
+]
+TIMEOUT_S = 30.0
+RECORD_CSP_VIOLATIONS = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation",
+  (e) => window.__cspViolations.push(e.violatedDirective + " " + e.blockedURI));
+"""
+
+
+class Browser:
+    """A headless Chromium and one page, driven by DevTools protocol messages over a pipe."""
+
+    def __init__(self, executable: str, profile_dir: str) -> None:
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+        # bash puts the pipe ends on fds 3 and 4, where Chromium expects them (dash cannot:
+        # it takes one-digit fds only).
+        script = f'exec "$@" 3<&{to_browser_r} 4>&{from_browser_w}'
+        self.proc = subprocess.Popen(
+            ["bash", "-c", script, "bash", executable, *FLAGS, f"--user-data-dir={profile_dir}"],
+            pass_fds=(to_browser_r, from_browser_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+        target = self.call("Target.createTarget", {"url": "about:blank"}, session=None)
+        attached = self.call(
+            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}, None
+        )
+        self.session: str | None = attached["sessionId"]
+
+    def _read(self) -> None:
+        buffer = b""
+        with os.fdopen(self._from_browser, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                buffer += chunk
+                *messages, buffer = buffer.split(b"\0")
+                for message in messages:
+                    self._messages.put(json.loads(message))
+        self._messages.put(None)  # the browser went away
+
+    def call(self, method: str, params: dict | None = None, session: str | None = "") -> Any:
+        """Send a command (to the page's session unless `session` is given) and wait for its
+        result; events that arrive meanwhile are kept in `self.events`."""
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        target = self.session if session == "" else session
+        if target:
+            message["sessionId"] = target
+        try:
+            os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        except BrokenPipeError:
+            raise RuntimeError(f"Chromium exited: {self._stderr_tail()}") from None
+        while True:
+            reply = self._get()
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            if "method" in reply:
+                self.events.append(reply)
+
+    def _get(self) -> dict[str, Any]:
+        try:
+            reply = self._messages.get(timeout=TIMEOUT_S)
+        except queue.Empty:
+            raise TimeoutError("Chromium did not answer") from None
+        if reply is None:
+            raise RuntimeError(f"Chromium exited: {self._stderr_tail()}")
+        return reply
+
+    def _stderr_tail(self) -> str:
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "(still running)"
+        return f"exit status {self.proc.returncode}: " + self.proc.stderr.read().decode()[-2000:]
+
+    def wait_for_event(self, method: str) -> dict[str, Any]:
+        for event in self.events:
+            if event["method"] == method:
+                self.events.remove(event)
+                return event
+        while True:
+            reply = self._get()
+            if reply.get("method") == method:
+                return reply
+            if "method" in reply:
+                self.events.append(reply)
+
+    def open(self, url: str, width: int = 1280, height: int = 1000) -> None:
+        for domain in ("Network", "Page", "Runtime"):
+            self.call(f"{domain}.enable")
+        self.call("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_CSP_VIOLATIONS})
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+        self.events.clear()
+        self.call("Page.navigate", {"url": url})
+        self.wait_for_event("Page.loadEventFired")
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def click(self, selector: str) -> None:
+        """A real mouse click (pressed and released) at the middle of the element."""
+        box = self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1},
+            )
+
+    def screenshot(self, path: Path) -> None:
+        self.evaluate("window.scrollTo(0, 0)")
+        height = min(6000, int(self.evaluate("document.documentElement.scrollHeight")))
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+        shot = self.call("Page.captureScreenshot", {"format": "png"})
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    def requested_urls(self) -> list[str]:
+        return [
+            e["params"]["request"]["url"]
+            for e in self.events
+            if e["method"] == "Network.requestWillBeSent"
+        ]
+
+    def exceptions(self) -> list[str]:
+        return [
+            json.dumps(e["params"]["exceptionDetails"])
+            for e in self.events
+            if e["method"] == "Runtime.exceptionThrown"
+        ]
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError, TimeoutError, OSError):
+            self.call("Browser.close", session=None)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_browser)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert CHROMIUM is not None
+    with tempfile.TemporaryDirectory(prefix="pytest-scalene-chromium-") as profile_dir:
+        chromium = Browser(CHROMIUM, profile_dir)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _expected_summary(data: dict) -> dict[str, float]:
+    """The summary figures, computed from the JSON the page embeds, independently of its JS."""
+    tests = list(data["tests"].values())
+    cpu = sum(t["cpu_python_s"] + t["cpu_native_s"] + t["cpu_system_s"] for t in tests)
+
+    def peak(t: dict) -> float:
+        return t.get("peak_mb") or max((ln.get("peak_mb", 0.0) for ln in t["lines"]), default=0)
+
+    return {
+        "sum-tests": len(tests),
+        "sum-elapsed": sum(t["elapsed_s"] for t in tests),
+        "sum-cpu": cpu,
+        "sum-python": 100 * sum(t["cpu_python_s"] for t in tests) / cpu,
+        "sum-native": 100 * sum(t["cpu_native_s"] for t in tests) / cpu,
+        "sum-system": 100 * sum(t["cpu_system_s"] for t in tests) / cpu,
+        "sum-peak": max(peak(t) for t in tests),
+        "sum-alloc": sum(ln.get("alloc_mb", 0.0) for t in tests for ln in t["lines"]),
+        "sum-budgets": sum(1 for t in tests for v in t.get("verdicts", []) if not v["passed"]),
+        "sum-leaks": sum(len(t.get("leaks", [])) for t in tests),
+    }
+
+
+def _column(browser: Browser, table: str, index: int) -> list[str]:
+    return browser.evaluate(
+        f"Array.from(document.querySelectorAll('#{table} tbody tr'))"
+        f".map((tr) => tr.cells[{index}].getAttribute('data-sort'))"
+    )
+
+
+def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
+    write_sources(tmp_path)
+    session = sample_session()
+    report = tmp_path / "report.html"
+    html_report.write_html(session, report, str(tmp_path))
+    browser.open(report.as_uri())
+    assert browser.exceptions() == []
+
+    # The summary cards show the figures of the embedded JSON: raw value and rounded text.
+    data = json.loads(json.dumps(session_to_dict(session)))
+    shown = browser.evaluate(
+        "Object.fromEntries(Array.from(document.querySelectorAll('#summary .value'))"
+        ".map((e) => [e.id, [Number(e.dataset.value), e.textContent]]))"
+    )
+    expected = _expected_summary(data)
+    assert set(expected) <= set(shown)
+    for key, value in expected.items():
+        raw, text = shown[key]
+        assert raw == pytest.approx(value, rel=1e-9, abs=1e-9), key
+        number = float(text.split()[0].rstrip("%"))
+        assert number == pytest.approx(value, abs=0.051), (key, text)
+    assert shown["sum-budgets"][1] == "1 of 2"
+
+    # One section per test; every profiled line has a row with its source text.
+    rows = browser.evaluate(
+        "Array.from(document.querySelectorAll('section.test')).map((s) =>"
+        " [s.dataset.nodeid, s.querySelectorAll('table.lines tbody tr').length])"
+    )
+    assert rows == [[nodeid, len(t["lines"])] for nodeid, t in data["tests"].items()]
+    sources = browser.evaluate(
+        "Array.from(document.querySelectorAll('td.source')).map((td) => td.textContent)"
+    )
+    assert "    cleaned = np.array(frame)  # a silent copy" in sources
+
+    # Sorting: a click on "cpu s" sorts the tests largest first, a second click reverses.
+    cpu_index = browser.evaluate(
+        "Array.from(document.querySelectorAll('#tests-table th')).map((th) => th.textContent)"
+    ).index("cpu s")
+    by_cpu = sorted(
+        data["tests"],
+        key=lambda n: (
+            -sum(data["tests"][n][k] for k in ("cpu_python_s", "cpu_native_s", "cpu_system_s"))
+        ),
+    )
+    header = f"#tests-table th:nth-child({cpu_index + 1})"
+    browser.click(header)
+    assert _column(browser, "tests-table", 0) == by_cpu
+    assert browser.evaluate(f"document.querySelector('{header}').getAttribute('aria-sort')") == (
+        "descending"
+    )
+    browser.click(header)
+    assert _column(browser, "tests-table", 0) == by_cpu[::-1]
+    browser.click("#tests-table th:nth-child(1)")  # text columns sort A to Z
+    assert _column(browser, "tests-table", 0) == sorted(data["tests"])
+
+    shot = tmp_path / "report.png"
+    browser.screenshot(shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    save_dir = os.environ.get("PYTEST_SCALENE_SCREENSHOTS")
+    if save_dir:  # for docs/img: PYTEST_SCALENE_SCREENSHOTS=docs/img pytest this file
+        shutil.copy(shot, Path(save_dir) / "html-report.png")
+
+    # No network: the only request is the report file itself, and the CSP stopped nothing.
+    assert browser.requested_urls() == [report.as_uri()]
+    assert browser.evaluate("window.__cspViolations") == []
+    assert browser.exceptions() == []
+
+
+def test_the_network_checks_catch_a_page_that_fetches(browser: Browser, tmp_path: Path) -> None:
+    """Control: the two detectors above do fire when a page reaches out (port 9 is discard;
+    nothing needs to answer)."""
+    plain = tmp_path / "plain.html"
+    plain.write_text('<!DOCTYPE html><img src="http://127.0.0.1:9/pixel.png">')
+    browser.open(plain.as_uri())
+    assert "http://127.0.0.1:9/pixel.png" in browser.requested_urls()
+
+    csp = html_report._template()[1]
+    guarded = tmp_path / "guarded.html"
+    guarded.write_text(
+        f'<!DOCTYPE html><meta http-equiv="Content-Security-Policy" content="{csp}">'
+        '<img src="http://127.0.0.1:9/pixel.png">'
+    )
+    browser.open(guarded.as_uri())
+    assert "http://127.0.0.1:9/pixel.png" in browser.requested_urls()  # seen...
+    blocked = [
+        e["params"].get("blockedReason")
+        for e in browser.events
+        if e["method"] == "Network.loadingFailed"
+    ]
+    assert "csp" in blocked  # ...stopped by the report's CSP...
+    violations = browser.evaluate("window.__cspViolations")
+    assert any("127.0.0.1:9" in v for v in violations), violations  # ...and recorded
