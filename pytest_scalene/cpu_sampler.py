@@ -160,15 +160,18 @@ class CpuSampler:
             ordered.append((self._main_ident, main))
         return ordered
 
-    def _main_python_share(self) -> float:
+    def _main_python_share(self, main_cpu: float) -> float:
         """The main thread's Python share of the time since the last handler (module doc)."""
         elapsed = self._timer_now() - self._timer_clock
         if elapsed <= 0:
             return 1.0
         before_expiry = min(elapsed, self._until_expiry)
-        prompt = elapsed - before_expiry <= self._prompt_s
-        # A prompt handler's small delay is the kernel's delivery latency: bytecode was running.
         after_expiry = elapsed - before_expiry
+        # On the wall clock, only the part of the delay the main thread spent on a CPU can be
+        # native: on a busy machine it may also have waited for a core.
+        running = min(1.0, main_cpu / elapsed) if self.clock == "wall" else 1.0
+        prompt = after_expiry * running <= self._prompt_s
+        # A prompt handler's small delay is the kernel's delivery latency: bytecode was running.
         python = before_expiry * (self._was_prompt + prompt) / 2 + after_expiry * prompt
         self._was_prompt = prompt
         return python / elapsed
@@ -181,7 +184,6 @@ class CpuSampler:
         elapsed_wall = time.perf_counter() - self._wall
         user, system = usage.ru_utime - self._user, usage.ru_stime - self._system
         system_share = system / (user + system) if user + system > 0 else 0.0
-        main_python_share = self._main_python_share()
 
         main_key: tuple[LineKey, int] | None = None
         main_cpu = 0.0
@@ -207,7 +209,7 @@ class CpuSampler:
             cpu_system = used * system_share
             cpu_user = used - cpu_system
             if is_main:
-                python = cpu_user * main_python_share
+                python = cpu_user * self._main_python_share(used)
                 native = cpu_user - python
             else:
                 native = cpu_user if frame is not None and on_call(frame) else 0.0
