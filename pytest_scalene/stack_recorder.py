@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from types import CodeType, FrameType
+from typing import Any
 
 from .model import LineKey, TestProfile
 from .scope import CodeScope
@@ -103,3 +104,25 @@ class StackRecorder:
             counts = test.stacks[stack] = StackCounts()
         counts.samples += 1
         counts.cpu_s += cpu_s
+
+    # -- pytest-xdist: workers hand their stacks to the controller, which writes the file ------
+    def to_payload(self) -> dict[str, Any]:
+        """The recorded stacks as plain JSON-able data."""
+        return {
+            "frames": [[f.name, f.file, f.line] for f in self.frames],
+            "tests": {
+                nodeid: [[list(stack), c.samples, c.cpu_s] for stack, c in test.stacks.items()]
+                for nodeid, test in self.tests.items()
+            },
+        }
+
+    def merge_payload(self, payload: dict[str, Any]) -> None:
+        """Adds another recorder's `to_payload()`, renumbering its frames into this one's."""
+        mapping = [self._index(Frame(str(n), str(f), int(ln))) for n, f, ln in payload["frames"]]
+        for nodeid, stacks in payload["tests"].items():
+            test = self.tests.setdefault(nodeid, TestStacks())
+            for stack, samples, cpu_s in stacks:
+                key = tuple(mapping[i] for i in stack)
+                counts = test.stacks.setdefault(key, StackCounts())
+                counts.samples += int(samples)
+                counts.cpu_s += float(cpu_s)

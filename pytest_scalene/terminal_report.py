@@ -25,6 +25,7 @@ MAX_ROWS = 300  # source lines in the whole report, context lines included
 TEST_SPARK_WIDTH = 40
 LINE_SPARK_WIDTH = 10
 MIN_SOURCE_WIDTH = 16
+MIN_CHART_MB = 0.1  # a footprint below this has no shape worth drawing: noise at full height
 INDENT = "  "
 
 
@@ -111,6 +112,14 @@ def _leaks(profile: TestProfile) -> dict[tuple[str, int], dict[str, Any]]:
         for leak in leaks
         if isinstance(leak, dict)
     }
+
+
+def _chartable(extra: dict[str, Any]) -> list[Any]:
+    """The "timeline" in `extra` when it reaches MIN_CHART_MB, else []."""
+    timeline = extra.get("timeline")
+    if not isinstance(timeline, list) or not timeline:
+        return []
+    return timeline if max(_num(p[1]) for p in timeline) >= MIN_CHART_MB else []
 
 
 def _pct(value: float) -> str:
@@ -253,7 +262,7 @@ def _header(profile: TestProfile, width: int) -> list[str]:
         figures.append(f"gpu {_num(profile.extra['gpu_peak_mb']):.0f} MB")
     out += _wrap("  ".join(figures), width, INDENT, INDENT * 2)
 
-    timeline = profile.extra.get("timeline") or []
+    timeline = _chartable(profile.extra)
     if timeline:
         end = max(profile.elapsed_s, max(_num(p[0]) for p in timeline))
         spark = timeline_sparkline(timeline, TEST_SPARK_WIDTH, 0.0, end)
@@ -292,7 +301,7 @@ def _table(profile: TestProfile, positions: set[Position], rootdir: str, width: 
         for i, col in enumerate(columns)
     ]
     line_width = max(4, *(len(str(line)) for _, line, _, _ in rows))
-    spark = any("timeline" in s.extra for s in profile.lines.values())
+    spark = any(_chartable(s.extra) for s in profile.lines.values())
     fixed = len(INDENT) + line_width + sum(w + 1 for w in widths) + 1
     if spark and width - fixed - LINE_SPARK_WIDTH - 1 < MIN_SOURCE_WIDTH:
         spark = False  # the source text matters more than the per-line sparkline
@@ -319,7 +328,7 @@ def _table(profile: TestProfile, positions: set[Position], rootdir: str, width: 
             out.append(fit(f"{INDENT}{file}", width, keep_end=True))
         elif line > previous[1] + 1:
             out.append(row("⋮", [], "", ""))
-        timeline = stats.extra.get("timeline") or []
+        timeline = _chartable(stats.extra)
         memory = timeline_sparkline(timeline, LINE_SPARK_WIDTH, 0.0, end, zero=" ")
         out.append(row(str(line), figures, memory, _source(rootdir, file, line) or ""))
         previous = (file, line)

@@ -177,3 +177,37 @@ def test_a_directory_is_refused_as_the_output_path(pytester: pytest.Pytester) ->
     result = pytester.runpytest("--profile-speedscope", str(pytester.path))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--profile-speedscope: expected a file path*directory*"])
+
+
+def test_payload_round_trip_renumbers_frames() -> None:
+    """pytest-xdist: a worker's stacks reach the controller as plain data and merge there."""
+    session, worker = _recorded_session("cpu")
+    controller = StackRecorder(CodeScope(Path(__file__).parent.parent))
+    controller.on_cpu_sample(model.TestProfile("t::c"), None, None, 0.1)  # frame 0: OUTSIDE
+    controller.merge_payload(json.loads(json.dumps(worker.to_payload())))
+    controller.merge_payload(json.loads(json.dumps(worker.to_payload())))  # a second worker
+    assert controller.frames[0].name == OUTSIDE and len(controller.frames) == len(worker.frames) + 1
+    for nodeid, test in worker.tests.items():
+        merged = controller.tests[nodeid].stacks
+        for stack, counts in test.stacks.items():
+            names = _frame_names(worker, stack)
+            [(key, got)] = [
+                (k, c) for k, c in merged.items() if _frame_names(controller, k) == names
+            ]
+            assert got.samples == 2 * counts.samples and got.cpu_s == pytest.approx(
+                2 * counts.cpu_s
+            )
+    validate(to_speedscope(session, controller))
+
+
+@pytest.mark.slow
+def test_speedscope_file_with_xdist(run_profiled, pytester: pytest.Pytester) -> None:
+    out = pytester.path / "stacks.speedscope.json"
+    result, _ = run_profiled(WORKLOAD, "-n", "2", f"--profile-speedscope={out}")
+    assert result.ret == 0, result.stdout.str()
+    document = json.loads(out.read_text())
+    validate(document)
+    names = {p["name"] for p in document["profiles"]}
+    assert names == {"test_workload.py::test_one", "test_workload.py::test_two"}
+    frames = {f["name"] for f in document["shared"]["frames"]}
+    assert {"test_one", "test_two", "helper", "spin"} <= frames

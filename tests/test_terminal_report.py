@@ -140,3 +140,11 @@ def test_a_likely_leak_is_shown_however_small(tmp_path: Path) -> None:
     profile.extra["leaks"] = [{"file": "big.py", "line": 3, "probability": 0.97, "rate_mb_s": 2.0}]
     text = render(session, str(tmp_path), top=1)
     assert re.search(r"^ +3 .* 97% +v3 = 3$", text, re.MULTILINE)
+
+
+def test_a_footprint_too_small_to_chart_gets_no_sparkline(tmp_path: Path) -> None:
+    session = _many_lines_session(tmp_path, tests=1, lines=2)
+    profile = session.tests["big.py::test_0"]
+    profile.extra.update(peak_mb=0.02, timeline=[[0.0, 0.0], [0.5, 0.02]])
+    text = render(session, str(tmp_path))
+    assert "memory " not in text and "█" not in text
