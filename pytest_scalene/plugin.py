@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator
 
 import pytest
 
 from . import flag_conflicts, terminal_report
+from .gpu_sampler import GpuSetup
 from .html_report import write_html
 from .json_report import write_json
 from .options import ProfileOptions, add_options
@@ -16,8 +16,8 @@ from .speedscope_export import write_speedscope
 from .stack_recorder import StackRecorder
 
 PROFILER_KEY = pytest.StashKey[Profiler]()
+GPU_KEY = pytest.StashKey[GpuSetup]()
 STACKS_KEY = pytest.StashKey[StackRecorder]()
-STACKS_OUTPUT_KEY = "pytest_scalene_stacks"  # a worker's stacks, in xdist's workeroutput
 BUDGET_MARKER = "perf_budget"
 
 
@@ -34,6 +34,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     options = ProfileOptions.from_config(config)
     config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
+    gpu = config.stash[GPU_KEY] = GpuSetup(profiler)
+    config.add_cleanup(gpu.close)
+    if options.gpu == "yes":
+        gpu.ensure()  # a missing GPU is a usage error now, not at the first profiled test
     if options.speedscope_path is not None:  # stacks cost a walk per sample: only when asked
         recorder = config.stash[STACKS_KEY] = StackRecorder(profiler.scope)
         profiler.listeners.append(recorder)
@@ -48,6 +52,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     profiler = item.config.stash.get(PROFILER_KEY, None)
     if profiler is None or not _wants_profile(item, profiler):
         return (yield)
+    item.config.stash[GPU_KEY].ensure()  # loads NVML once, at the first profiled test
     with profiler.profiling(item.nodeid):
         return (yield)
 
@@ -100,23 +105,10 @@ def _write_report_files(session: pytest.Session, profiler: Profiler) -> None:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error) -> None:  # noqa: ANN001
-    """pytest-xdist, on the controller: add a worker's stacks to the controller's recorder."""
-    recorder = node.config.stash.get(STACKS_KEY, None)
-    text = (getattr(node, "workeroutput", None) or {}).get(STACKS_OUTPUT_KEY)
-    if recorder is not None and text:
-        recorder.merge_payload(json.loads(text))
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     profiler = session.config.stash.get(PROFILER_KEY, None)
-    recorder = session.config.stash.get(STACKS_KEY, None)
-    if hasattr(session.config, "workerinput"):  # on xdist, the controller writes the files
-        if recorder is not None:
-            session.config.workeroutput[STACKS_OUTPUT_KEY] = json.dumps(recorder.to_payload())
-    elif profiler is not None:
-        _write_report_files(session, profiler)
+    if profiler is not None and not hasattr(session.config, "workerinput"):
+        _write_report_files(session, profiler)  # on xdist, the controller writes them
     if profiler is None or profiler.options.json_path is None:
         return
     write_json(profiler.session, profiler.options.json_path)
