@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator
 
 import pytest
@@ -18,6 +19,7 @@ from .stack_recorder import StackRecorder
 PROFILER_KEY = pytest.StashKey[Profiler]()
 GPU_KEY = pytest.StashKey[GpuSetup]()
 STACKS_KEY = pytest.StashKey[StackRecorder]()
+STACKS_OUTPUT_KEY = "pytest_scalene_stacks"  # a worker's stacks, in xdist's workeroutput
 BUDGET_MARKER = "perf_budget"
 
 
@@ -105,10 +107,23 @@ def _write_report_files(session: pytest.Session, profiler: Profiler) -> None:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # noqa: ANN001
+    """pytest-xdist, on the controller: add a worker's stacks to the controller's recorder."""
+    recorder = node.config.stash.get(STACKS_KEY, None)
+    text = (getattr(node, "workeroutput", None) or {}).get(STACKS_OUTPUT_KEY)
+    if recorder is not None and text:
+        recorder.merge_payload(json.loads(text))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     profiler = session.config.stash.get(PROFILER_KEY, None)
-    if profiler is not None and not hasattr(session.config, "workerinput"):
-        _write_report_files(session, profiler)  # on xdist, the controller writes them
+    recorder = session.config.stash.get(STACKS_KEY, None)
+    if hasattr(session.config, "workerinput"):  # on xdist, the controller writes the files
+        if recorder is not None:
+            session.config.workeroutput[STACKS_OUTPUT_KEY] = json.dumps(recorder.to_payload())
+    elif profiler is not None:
+        _write_report_files(session, profiler)
     if profiler is None or profiler.options.json_path is None:
         return
     write_json(profiler.session, profiler.options.json_path)
