@@ -146,6 +146,7 @@ def test_plugin_writes_the_html_report(run_profiled, pytester: pytest.Pytester) 
     assert "total += i % 7" in [text.strip() for text in sources]
 
 
+@pytest.mark.slow
 def test_unwritable_path_is_a_clear_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_ok():\n    pass\n")
     blocker = pytester.path / "not_a_dir"
