@@ -41,3 +41,13 @@ def test_written_atomically_and_rounded(tmp_path):
     assert data["tests"]["t"]["cpu_python_s"] == 0.333333
     assert data["tests"]["t"]["lines"][0]["cpu_native_s"] == 0.666667
     assert [p.name for p in out.parent.iterdir()] == ["p.json"]  # no temp file left behind
+
+
+def test_written_file_has_the_usual_mode(tmp_path):
+    import os
+
+    out = tmp_path / "p.json"
+    write_json(SessionProfile(interval_s=0.01, clock="cpu"), out)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
