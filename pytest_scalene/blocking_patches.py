@@ -8,6 +8,7 @@ the same timeout semantics. Patches are applied around each profiled test and un
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -39,13 +40,28 @@ def _join(self: threading.Thread, timeout: float | None = None) -> None:
 
 
 def _cond_wait(self: threading.Condition, timeout: float | None = None) -> bool:
-    # Between slices we hold the condition's lock again, so no notify() can be lost.
+    # Condition.wait with only the waiter's acquire sliced. Slicing whole waits would lose a
+    # notify() that lands between a slice's timeout and its re-taking the lock (the notifier
+    # then releases a waiter that already gave up), and the next slice would wait forever.
+    if not self._is_owned():  # type: ignore[attr-defined]
+        raise RuntimeError("cannot wait on un-acquired lock")
     deadline = _deadline(timeout)
-    while True:
-        if _original_cond_wait(self, _slice(deadline)):
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
+    waiter = threading.Lock()
+    waiter.acquire()
+    self._waiters.append(waiter)  # type: ignore[attr-defined]
+    saved_state = self._release_save()  # type: ignore[attr-defined]
+    gotit = False
+    try:
+        while not gotit:
+            gotit = waiter.acquire(True, _slice(deadline))
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        return gotit
+    finally:
+        self._acquire_restore(saved_state)  # type: ignore[attr-defined]
+        if not gotit:
+            with contextlib.suppress(ValueError):  # a notify() took it meanwhile
+                self._waiters.remove(waiter)  # type: ignore[attr-defined]
 
 
 def _sleep(seconds: float) -> None:
