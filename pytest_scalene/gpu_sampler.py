@@ -3,8 +3,8 @@ schedule, and the reading is charged to the line the main thread is on.
 
 Line keys: `gpu_util_percent` (mean device utilisation over the samples at the line) and
 `gpu_peak_mb` (highest GPU memory in use at those samples). Test keys: `gpu_peak_mb` and
-`gpu_memory_scope` ("process" or "device", see gpu_nvml). NVML reads are kept under
-READ_BUDGET of the test's time: where the driver is slow, the last reading is reused.
+`gpu_memory_scope` ("process" or "device", see gpu_nvml). GPU sampling is kept under
+TIME_BUDGET of the test's wall time: where NVML is slow, the last reading is reused.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .model import LineKey, TestProfile
 from .profiler import Profiler
 from .scope import CodeScope
 
-READ_BUDGET = 0.005  # NVML reads may use at most 0.5% of a test's wall time
+TIME_BUDGET = 0.005  # GPU sampling may use at most 0.5% of a test's wall time
 
 
 class GpuSampler:
@@ -39,7 +39,7 @@ class GpuSampler:
         self.clock = clock
         self.broken = False
         self._last: Reading | None = None
-        self._began = self._spent = 0.0
+        self._began = self._spent = self._read_s = 0.0
         self._reads = self._reuses = 0
         self._high_water_at_start: int | None = None
         self._util_samples: dict[tuple[str, LineKey], int] = {}
@@ -55,7 +55,7 @@ class GpuSampler:
             self._read(profile)  # the memory already in use counts towards the test's peak
         except Exception as exc:
             self._stop(exc)
-        self._began, self._spent = self.clock(), 0.0
+        self._began, self._spent, self._read_s = self.clock(), 0.0, 0.0
         self._reads = self._reuses = 0
 
     def stop_test(self, profile: TestProfile) -> None:
@@ -80,10 +80,10 @@ class GpuSampler:
         ):
             profile.extra["gpu_peak_mb"] = max(profile.extra["gpu_peak_mb"], high_water / MB)
         if self._reads and self._reuses > self._reads:
-            cost_us = 1e6 * self._spent / self._reads
+            cost_us = 1e6 * self._read_s / self._reads
             self.note(
-                f"NVML reads are slow here ({cost_us:.0f} us each): GPU figures were refreshed "
-                f"less often than the CPU samples, to keep their cost under {READ_BUDGET:.1%}"
+                f"NVML reads are slow here (~{cost_us:.0f} us each): GPU figures were refreshed "
+                f"less often than the CPU samples, to keep their cost under {TIME_BUDGET:.1%}"
             )
 
     # -- SampleListener ----------------------------------------------------------------------
@@ -94,15 +94,16 @@ class GpuSampler:
             return
         try:
             now = self.clock()
-            if self._last is None or self._spent <= READ_BUDGET * (now - self._began):
+            if self._last is None or self._spent <= TIME_BUDGET * (now - self._began):
                 reading = self._read(profile)
-                self._spent += self.clock() - now
                 self._reads += 1
+                self._read_s += self.clock() - now
             else:
                 reading = self._last
                 self._reuses += 1
             if key is not None:
                 self._charge(profile, frame, key, reading)
+            self._spent += self.clock() - now
         except Exception as exc:  # an exception here would stop the CPU sampler too
             self._stop(exc)
 
