@@ -112,6 +112,73 @@ def add_options(parser: pytest.Parser) -> None:
         default="auto",
         help="GPU utilisation and memory through NVML (default auto)",
     )
+    add_gate_options(group)
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def add_gate_options(group: pytest.OptionGroup) -> None:
+    """Budgets, baselines and CI outputs (docs/budgets.md, docs/baselines.md, docs/ci.md)."""
+    add = group.addoption
+    add(
+        "--profile-save-baseline",
+        action="store_true",
+        help="profile every test and write its per-line figures under the baseline directory",
+    )
+    add(
+        "--profile-compare",
+        action="store_true",
+        help="profile every test and fail those that regressed against the saved baseline",
+    )
+    add(
+        "--profile-baseline-dir",
+        metavar="DIR",
+        default=None,
+        help="where baselines are kept (default: <rootdir>/baselines)",
+    )
+    add(
+        "--profile-repeat",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="run each profiled test's call N times; CPU figures come from the fastest run, "
+        "the others are medians (default 1)",
+    )
+    add(
+        "--profile-regression",
+        type=_non_negative_float,
+        default=None,
+        metavar="FRACTION",
+        help="allowed growth over the baseline for every metric, e.g. 0.25 for +25%% (default: "
+        "0.5 for CPU time and copy rates, 0.25 for memory; perf_budget(regression=...) "
+        "overrides it per test)",
+    )
+    add(
+        "--profile-markdown",
+        type=_output_file,
+        metavar="PATH",
+        help="write a Markdown summary (gate failures, top lines) to PATH, e.g. for a CI summary",
+    )
+    add(
+        "--profile-fail-on-leak",
+        action="store_true",
+        help="fail every profiled test in which a leak is detected (needs memory profiling)",
+    )
+    add(
+        "--profile-max-copy-mb-s",
+        type=_positive_float,
+        default=None,
+        metavar="MB_S",
+        help="fail every profiled test that copies more than MB_S MB/s (needs memory profiling)",
+    )
 
 
 @dataclass(frozen=True)
@@ -134,7 +201,10 @@ class ProfileOptions:
         opt = config.getoption
         json_path = opt("--profile-json")
         return cls(
-            enabled=bool(opt("--profile")),
+            # Baselines need every test profiled, not only the budgeted ones.
+            enabled=bool(
+                opt("--profile") or opt("--profile-save-baseline") or opt("--profile-compare")
+            ),
             interval_s=opt("--profile-interval"),
             clock=opt("--profile-clock"),
             include=tuple(opt("--profile-include")),
@@ -146,4 +216,31 @@ class ProfileOptions:
             gpu=opt("--profile-gpu"),
             html_path=opt("--profile-html"),
             speedscope_path=opt("--profile-speedscope"),
+        )
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    save_baseline: bool
+    compare: bool
+    baseline_dir: Path
+    repeat: int
+    regression: float | None
+    markdown_path: Path | None
+    fail_on_leak: bool
+    max_copy_mb_s: float | None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> GateOptions:
+        opt = config.getoption
+        baseline_dir = opt("--profile-baseline-dir")
+        return cls(
+            save_baseline=bool(opt("--profile-save-baseline")),
+            compare=bool(opt("--profile-compare")),
+            baseline_dir=Path(baseline_dir) if baseline_dir else config.rootpath / "baselines",
+            repeat=opt("--profile-repeat"),
+            regression=opt("--profile-regression"),
+            markdown_path=opt("--profile-markdown"),
+            fail_on_leak=bool(opt("--profile-fail-on-leak")),
+            max_copy_mb_s=opt("--profile-max-copy-mb-s"),
         )

@@ -8,10 +8,11 @@ from collections.abc import Generator
 import pytest
 
 from . import flag_conflicts, terminal_report
+from .gate_hooks import PLUGIN_NAME, GatePlugin
 from .gpu_sampler import GpuSetup
 from .html_report import write_html
 from .json_report import write_json
-from .options import ProfileOptions, add_options
+from .options import GateOptions, ProfileOptions, add_options
 from .profiler import Profiler
 from .speedscope_export import write_speedscope
 from .stack_recorder import StackRecorder
@@ -36,6 +37,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     options = ProfileOptions.from_config(config)
     config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
+    gates = GatePlugin(config, profiler, GateOptions.from_config(config))
+    config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
     gpu = config.stash[GPU_KEY] = GpuSetup(profiler)
     config.add_cleanup(gpu.close)
     if options.gpu == "yes":
@@ -126,4 +129,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _write_report_files(session, profiler)
     if profiler is None or profiler.options.json_path is None:
         return
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: its profiles go to the controller, which writes the file
     write_json(profiler.session, profiler.options.json_path)

@@ -63,6 +63,7 @@ class Profiler:
             sampler.start(profile)
         except SignalBusy as exc:
             self.note(f"CPU sampling skipped for tests that hold the timer signal: {exc}")
+            profile.extra["cpu_sampling_skipped"] = str(exc)  # CPU budgets say so, never pass
             sampler = None
         self._patches.apply()
         begin = time.perf_counter()

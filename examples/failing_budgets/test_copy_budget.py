@@ -1,0 +1,23 @@
+"""Fails its copy-volume budget: repeated np.array() copies of a 100 MB array (GB/s of
+memcpy) against a 50 MB/s budget."""
+
+import time
+
+import numpy as np
+import pytest
+
+
+def defensive_copies(data: np.ndarray, seconds: float) -> int:
+    copies = 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        copy = np.array(data)  # a full copy each time: the silent cost this budget catches
+        copies += 1
+        del copy
+    return copies
+
+
+@pytest.mark.perf_budget(copy_mb_s=50)
+def test_copy_volume_over_budget():
+    data = np.ones(100 * 2**20 // 8)
+    assert defensive_copies(data, 0.5) > 0

@@ -1,0 +1,336 @@
+"""Baseline files: one readable JSON file per test module under baselines/.
+
+A line is stored under its file, its function's qualified name, its offset from the function's
+first line and its normalised source text, so that lines inserted above a function (which shift
+every line number) still match; see comparison.match_lines. Files are written atomically with
+sorted keys so that they diff well, and read strictly: anything unexpected is a BaselineError
+naming the file and the place in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import linecache
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .atomic_write import write_text_atomic
+from .gates import COMPARED
+from .model import TestProfile
+
+BASELINE_SCHEMA = 1
+KIND = "pytest-scalene baseline"
+TEXT_LIMIT = 160  # longer source lines are stored shortened, with a hash of the whole text
+DIGITS = 6
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used; str() names the file and what is wrong."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"baseline file {os.fspath(path)}: {reason}")
+        self.path = os.fspath(path)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class LineEntry:
+    file: str
+    function: str
+    offset: int  # line - the function's first line
+    text: str  # normalised source text (see normalise)
+    line: int  # the line number when recorded (for messages only)
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TestEntry:
+    metrics: dict[str, float]
+    lines: tuple[LineEntry, ...]
+    elapsed_s: float = 0.0  # wall time of the call phase: rates' noise floors depend on it
+
+
+@dataclass(frozen=True)
+class ModuleBaseline:
+    module: str  # the test module's path relative to the rootdir, as in node ids
+    interval_s: float
+    clock: str
+    repeat: int
+    tests: dict[str, TestEntry]
+
+
+# -- building entries from a profile -------------------------------------------------------------
+def normalise(text: str) -> str:
+    """Whitespace-insensitive source text; very long lines shortened, keeping a hash of them."""
+    text = " ".join(text.split())
+    if len(text) <= TEXT_LIMIT:
+        return text
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    return f"{text[: TEXT_LIMIT - 20]}… #{digest}"
+
+
+def _source_line(rootdir: str, file: str, line: int) -> str:
+    path = file if os.path.isabs(file) else os.path.join(rootdir, file)
+    linecache.checkcache(path)  # the file may have been edited since it was first read
+    return normalise(linecache.getline(path, line))
+
+
+def entry_from_profile(profile: TestProfile, rootdir: str) -> TestEntry:
+    """The compared metrics of a test and of each line that has any of them."""
+    metrics = {m.name: round(v, DIGITS) for m in COMPARED if (v := m.of_test(profile)) is not None}
+    lines = []
+    for key in sorted(profile.lines):
+        stats = profile.lines[key]
+        values = {
+            m.name: round(v, DIGITS) for m in COMPARED if (v := m.of_line(stats)) is not None and v
+        }
+        if values:
+            offset = key.line - stats.function_line if stats.function_line else key.line
+            text = _source_line(rootdir, key.file, key.line)
+            lines.append(LineEntry(key.file, key.function, offset, text, key.line, values))
+    lines.sort(key=lambda e: (e.file, e.function, e.offset, e.text))
+    return TestEntry(metrics, tuple(lines), round(profile.elapsed_s, DIGITS))
+
+
+# -- files ---------------------------------------------------------------------------------------
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def path_for(baseline_dir: str | os.PathLike[str], module: str) -> Path:
+    """baselines/<module path>.json, kept inside the baseline directory whatever the path."""
+    parts = [("_parent_" if p == ".." else p) for p in PurePosixPath(module).parts if p != "/"]
+    return Path(baseline_dir, *parts[:-1], parts[-1] + ".json")
+
+
+def to_dict(baseline: ModuleBaseline) -> dict[str, Any]:
+    return {
+        "schema": BASELINE_SCHEMA,
+        "kind": KIND,
+        "module": baseline.module,
+        "interval_s": baseline.interval_s,
+        "clock": baseline.clock,
+        "repeat": baseline.repeat,
+        "tests": {
+            nodeid: {
+                "elapsed_s": entry.elapsed_s,
+                "metrics": entry.metrics,
+                "lines": [
+                    {
+                        "file": e.file,
+                        "function": e.function,
+                        "offset": e.offset,
+                        "text": e.text,
+                        "line": e.line,
+                        "metrics": e.metrics,
+                    }
+                    for e in entry.lines
+                ],
+            }
+            for nodeid, entry in baseline.tests.items()
+        },
+    }
+
+
+def dumps(baseline: ModuleBaseline) -> str:
+    return json.dumps(to_dict(baseline), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write(baseline_dir: str | os.PathLike[str], baseline: ModuleBaseline) -> Path:
+    path = path_for(baseline_dir, baseline.module)
+    write_text_atomic(path, dumps(baseline))
+    return path
+
+
+# -- strict reading ------------------------------------------------------------------------------
+class _Reader:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str) -> BaselineError:
+        return BaselineError(self.path, f"{where}: {problem}" if where else problem)
+
+    def obj(self, value: Any, where: str, keys: Iterable[str], optional: Iterable[str] = ()):
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected an object, got {_kind(value)}")
+        required, allowed = set(keys), set(keys) | set(optional)
+        missing = sorted(required - value.keys())
+        if missing:
+            raise self.fail(where, f"missing key {missing[0]!r}")
+        extra = sorted(str(k) for k in value.keys() - allowed)
+        if extra:
+            raise self.fail(where, f"unexpected key {extra[0]!r} (edited by hand?)")
+        return value
+
+    def string(self, value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, f"expected a string, got {_kind(value)}")
+        return value
+
+    def integer(self, value: Any, where: str, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(where, f"expected a whole number >= {minimum}, got {_show(value)}")
+        return value
+
+    def number(self, value: Any, where: str, positive: bool = False) -> float:
+        ok = not isinstance(value, bool) and isinstance(value, (int, float))
+        try:
+            number = float(value) if ok else math.nan
+        except OverflowError:
+            number = math.inf
+        if not ok or not math.isfinite(number) or number < 0 or (positive and number == 0):
+            sign = "positive" if positive else "non-negative"
+            raise self.fail(where, f"expected a finite {sign} number, got {_show(value)}")
+        return number
+
+    def metrics(self, value: Any, where: str) -> dict[str, float]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected an object, got {_kind(value)}")
+        return {name: self.number(v, f"{where}.{name}") for name, v in value.items()}
+
+    def line(self, value: Any, where: str) -> LineEntry:
+        keys = ("file", "function", "offset", "text", "line", "metrics")
+        data = self.obj(value, where, keys)
+        return LineEntry(
+            file=self.string(data["file"], f"{where}.file"),
+            function=self.string(data["function"], f"{where}.function"),
+            offset=self.integer(data["offset"], f"{where}.offset", -(2**31)),
+            text=self.string(data["text"], f"{where}.text"),
+            line=self.integer(data["line"], f"{where}.line", 0),
+            metrics=self.metrics(data["metrics"], f"{where}.metrics"),
+        )
+
+    def test(self, value: Any, where: str) -> TestEntry:
+        data = self.obj(value, where, ("elapsed_s", "metrics", "lines"))
+        lines = data["lines"]
+        if not isinstance(lines, list):
+            raise self.fail(f"{where}.lines", f"expected a list, got {_kind(lines)}")
+        return TestEntry(
+            self.metrics(data["metrics"], f"{where}.metrics"),
+            tuple(self.line(v, f"{where}.lines[{i}]") for i, v in enumerate(lines)),
+            self.number(data["elapsed_s"], f"{where}.elapsed_s"),
+        )
+
+    def module(self, value: Any) -> ModuleBaseline:
+        if isinstance(value, dict) and "schema" in value:
+            schema = value["schema"]
+            if isinstance(schema, int) and not isinstance(schema, bool) and schema > 1:
+                raise self.fail(
+                    "",
+                    f"written by a newer pytest-scalene (baseline schema {schema}; this version "
+                    f"reads schema {BASELINE_SCHEMA}): upgrade pytest-scalene, or re-create the "
+                    "baseline with --profile-save-baseline",
+                )
+        keys = ("schema", "kind", "module", "interval_s", "clock", "repeat", "tests")
+        data = self.obj(value, "", keys)
+        if data["schema"] != BASELINE_SCHEMA or isinstance(data["schema"], bool):
+            raise self.fail("schema", f"expected {BASELINE_SCHEMA}, got {_show(data['schema'])}")
+        if data["kind"] != KIND:
+            raise self.fail("kind", f"expected {KIND!r}, got {_show(data['kind'])}")
+        module = self.string(data["module"], "module")
+        tests = data["tests"]
+        if not isinstance(tests, dict):
+            raise self.fail("tests", f"expected an object, got {_kind(tests)}")
+        for nodeid in tests:
+            if not nodeid.startswith(module + "::"):
+                raise self.fail(f"tests[{nodeid!r}]", f"is not a test of module {module!r}")
+        return ModuleBaseline(
+            module=module,
+            interval_s=self.number(data["interval_s"], "interval_s", positive=True),
+            clock=self.string(data["clock"], "clock"),
+            repeat=self.integer(data["repeat"], "repeat", 1),
+            tests={k: self.test(v, f"tests[{k!r}]") for k, v in tests.items()},
+        )
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    return names.get(type(value), "a number" if isinstance(value, (int, float)) else "a value")
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else None
+    return text if text is not None and len(text) <= 40 else _kind(value)
+
+
+def loads(data: str | bytes, path: str | os.PathLike[str]) -> ModuleBaseline:
+    """Parse one baseline file's content; any problem is a BaselineError naming `path`."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BaselineError(path, f"not UTF-8 text (corrupt?): {exc}") from None
+    if not data.strip():
+        raise BaselineError(path, "empty file (truncated?)")
+    try:
+        value = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(path, f"not valid JSON (truncated or corrupt?): {exc}") from None
+    except RecursionError:
+        raise BaselineError(path, "not a baseline: JSON nested too deeply") from None
+    return _Reader(path).module(value)
+
+
+def read(path: str | os.PathLike[str]) -> ModuleBaseline:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise BaselineError(path, f"cannot be read: {exc.strerror or exc}") from None
+    return loads(data, path)
+
+
+def load_dir(baseline_dir: str | os.PathLike[str]) -> tuple[dict[str, ModuleBaseline], list[str]]:
+    """Every baseline under `baseline_dir` by module, and one message per unusable file."""
+    found: dict[str, ModuleBaseline] = {}
+    errors: list[str] = []
+    root = Path(baseline_dir)
+    for path in sorted(root.rglob("*.json")):
+        try:
+            baseline = read(path)
+            expected = path_for(root, baseline.module)
+            if expected != path:
+                raise BaselineError(
+                    path,
+                    f"holds the baseline of module {baseline.module!r}, which belongs in "
+                    f"{expected} (moved or renamed by hand?)",
+                )
+        except BaselineError as exc:
+            errors.append(str(exc))
+            continue
+        found[baseline.module] = baseline
+    return found, errors
+
+
+def save(
+    baseline_dir: str | os.PathLike[str],
+    entries: dict[str, TestEntry],
+    interval_s: float,
+    clock: str,
+    repeat: int,
+) -> list[tuple[Path, int, str | None]]:
+    """Write the entries, one file per module, keeping the stored tests that did not run now.
+    Returns (path, tests written, warning) per file."""
+    by_module: dict[str, dict[str, TestEntry]] = {}
+    for nodeid, entry in entries.items():
+        by_module.setdefault(module_of(nodeid), {})[nodeid] = entry
+    written = []
+    for module, tests in sorted(by_module.items()):
+        path = path_for(baseline_dir, module)
+        kept: dict[str, TestEntry] = {}
+        warning = None
+        if path.exists():
+            try:
+                kept = read(path).tests
+            except BaselineError as exc:
+                warning = f"replaced an unreadable file ({exc.reason})"
+        merged = {**kept, **tests}
+        baseline = ModuleBaseline(module, interval_s, clock, repeat, dict(sorted(merged.items())))
+        written.append((write(baseline_dir, baseline), len(tests), warning))
+    return written

@@ -1,0 +1,204 @@
+"""`@pytest.mark.perf_budget(...)`: parsing the marker's limits and checking a profile against them.
+
+Marks on the test, its class and its module combine, the closest one winning per keyword. Every
+argument is validated, including those a closer mark overrides, so a typo never hides.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .gates import METRICS, Availability, Metric, missing_reason, top_line, where
+from .model import TestProfile
+
+MARKER = "perf_budget"
+KEYWORDS = (*METRICS, "regression")
+# Sizes are in MB of 2**20 bytes, as every report of this plugin (and Scalene) counts them, so
+# "MB" and "MiB" are the same unit here.
+_SIZE_UNITS = {
+    "b": 1 / 2**20,
+    "kb": 1 / 2**10,
+    "kib": 1 / 2**10,
+    "mb": 1.0,
+    "mib": 1.0,
+    "gb": 2.0**10,
+    "gib": 2.0**10,
+    "tb": 2.0**20,
+    "tib": 2.0**20,
+}
+_SIZE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*(/\s*s)?\s*$")
+
+
+class BudgetError(ValueError):
+    """A perf_budget marker argument that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    limits: dict[str, float | bool] = field(default_factory=dict)  # leaks: bool, others: max
+    regression: float | None = None  # allowed growth over the baseline, as a fraction
+
+    def with_defaults(self, fail_on_leak: bool, max_copy_mb_s: float | None) -> Budget:
+        """The command line's gates, for every profiled test that does not set its own."""
+        limits = dict(self.limits)
+        if fail_on_leak:
+            limits.setdefault("leaks", False)
+        if max_copy_mb_s is not None:
+            limits.setdefault("copy_mb_s", max_copy_mb_s)
+        return Budget(limits, self.regression)
+
+
+@dataclass(frozen=True)
+class BudgetResult:
+    metric: str
+    limit: float | bool
+    value: float | None  # None: the metric could not be measured (a failure)
+    passed: bool
+    message: str
+    line: str | None = None  # "file:line function" of the line most responsible
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BudgetError(f"{what}: expected a number")
+    number = float(value)
+    if math.isnan(number) or math.isinf(number):
+        raise BudgetError(f"{what}: expected a finite number")
+    if number < 0:
+        raise BudgetError(f"{what}: must not be negative")
+    return number
+
+
+def parse_size(text: str, what: str, rate: bool = False) -> float:
+    """'200 MB', '1.5 GB', '512 MiB' (and '50 MB/s' for a rate) -> MB."""
+    example = "'50 MB/s'" if rate else "'200 MB'"
+    match = _SIZE.match(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _SIZE_UNITS or (match.group(3) and not rate):
+        raise BudgetError(
+            f"{what}: expected a number of MB or a size such as {example} "
+            "(units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+        )
+    return _number(float(match.group(1)), what) * _SIZE_UNITS[unit]
+
+
+def parse_value(name: str, value: Any) -> float | bool:
+    """One marker keyword's value, validated; raises BudgetError naming the argument."""
+    what = f"{name}={value!r}"
+    if name == "leaks":
+        if not isinstance(value, bool):
+            raise BudgetError(f"{what}: expected True (leaks allowed) or False (fail on a leak)")
+        return value
+    if name == "regression" and isinstance(value, str) and value.strip().endswith("%"):
+        return _number(_percent(value, what), what) / 100.0
+    metric = METRICS.get(name)
+    if metric is not None and metric.size and isinstance(value, str):
+        return parse_size(value, what, rate=metric.unit == "MB/s")
+    number = _number(value, what)
+    if name == "python_fraction" and number > 1:
+        raise BudgetError(f"{what}: expected a fraction of CPU time between 0 and 1")
+    return number
+
+
+def _percent(text: str, what: str) -> float:
+    try:
+        return float(text.strip()[:-1])
+    except ValueError:
+        raise BudgetError(f"{what}: expected a fraction such as 0.1 or '10%'") from None
+
+
+def _unknown(name: str) -> str:
+    close = difflib.get_close_matches(name, KEYWORDS, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown keyword {name!r}{hint}; known keywords: {', '.join(KEYWORDS)}"
+
+
+def parse_marks(marks: Iterable[tuple[str, Any]]) -> Budget:
+    """Combine perf_budget marks given closest first as (where, Mark); the closest value wins."""
+    limits: dict[str, float | bool] = {}
+    regression: float | None = None
+    seen: set[str] = set()
+    for origin, mark in marks:
+        prefix = f"invalid {MARKER} marker on {origin}"
+        if mark.args:
+            raise BudgetError(
+                f"{prefix}: it takes keyword arguments only, got positional "
+                f"{', '.join(repr(a) for a in mark.args)} (e.g. {MARKER}(cpu_s=2.0, peak_mb=200))"
+            )
+        for name, raw in mark.kwargs.items():
+            if name not in KEYWORDS:
+                raise BudgetError(f"{prefix}: {_unknown(name)}")
+            try:
+                value = parse_value(name, raw)
+            except BudgetError as exc:
+                raise BudgetError(f"{prefix}: {exc}") from None
+            if name in seen:
+                continue  # a closer mark already set it
+            seen.add(name)
+            if name == "regression":
+                regression = float(value)
+            else:
+                limits[name] = value
+    return Budget(limits, regression)
+
+
+def _leak_result(profile: TestProfile, count: int) -> BudgetResult:
+    if count == 0:
+        return BudgetResult("leaks", False, 0.0, True, "no leak detected (budget leaks=False)")
+    leaks = [leak for leak in profile.extra.get("leaks", []) if isinstance(leak, dict)]
+    detail = ""
+    if leaks:
+        worst = max(leaks, key=lambda leak: _num(leak.get("probability")))
+        place = (worst.get("file"), worst.get("line"))
+        function = next((k.function for k in profile.lines if (k.file, k.line) == place), "")
+        at = f"{place[0]}:{place[1]}" + (f" {function}" if function else "")
+        detail = (
+            f" ({at}: probability {_num(worst.get('probability')):.2f}, "
+            f"{_num(worst.get('rate_mb_s')):.1f} MB/s)"
+        )
+    noun = "leak" if count == 1 else "leaks"
+    message = f"{count} {noun} detected, budget leaks=False{detail}"
+    return BudgetResult("leaks", False, float(count), False, message)
+
+
+def _num(value: Any) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok else 0.0
+
+
+def _check_one(
+    metric: Metric, limit: float | bool, profile: TestProfile, why: Availability
+) -> BudgetResult:
+    value = metric.of_test(profile)
+    if value is None:
+        reason = missing_reason(metric, profile, why)
+        message = f"{metric.name} budget cannot be checked: {reason}"
+        return BudgetResult(metric.name, limit, None, False, message)
+    if metric.name == "leaks":
+        return _leak_result(profile, round(value))
+    assert not isinstance(limit, bool)
+    if value <= limit:
+        message = f"{metric.label} {metric.format(value)} <= budget {metric.format_limit(limit)}"
+        return BudgetResult(metric.name, limit, value, True, message)
+    message = f"{metric.label} {metric.format(value)} > budget {metric.format_limit(limit)}"
+    top = top_line(profile, metric)
+    line = where(top[0]) if top else None
+    if top:
+        message += f" ({line}: {metric.format_line(top[1])})"
+    return BudgetResult(metric.name, limit, value, False, message, line)
+
+
+def check(budget: Budget, profile: TestProfile, why: Availability) -> list[BudgetResult]:
+    """One result per limit of the budget, in the order of gates.METRICS. A limit that cannot
+    be checked because its metric was not measured is a failure that says why."""
+    return [
+        _check_one(metric, budget.limits[name], profile, why)
+        for name, metric in METRICS.items()
+        # leaks=True allows leaks: nothing to check, nothing to measure
+        if name in budget.limits and budget.limits[name] is not True
+    ]

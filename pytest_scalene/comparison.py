@@ -1,0 +1,267 @@
+"""Regression verdicts: a run's test entry against its baseline entry, under the noise rule.
+
+The noise rule (docs/baselines.md): a metric regressed when it grew by more than the relative
+tolerance AND by more than an absolute floor below which the profiler cannot tell a difference
+from noise (CPU: max(0.05 s, 5 sampling intervals); memory: one sampling threshold). CPU is judged
+on CPU time, never wall time. A line is judged only when it carries at least `line_share` of the
+test's total for that metric. New and vanished lines are reported, never failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .baseline_store import LineEntry, TestEntry
+from .gates import COMPARED, METRICS
+
+CPU_TIMED = ("cpu_s", "copy_mb_s")  # metrics that move with the load on other cores
+MIN_CPU_FLOOR_S = 0.05
+CPU_FLOOR_INTERVALS = 5
+GPU_FLOOR_MB = 32.0  # NVML reports allocator reservations, which move in chunks of MBs
+LINE_SHARE = 0.10
+# Allowed growth by default. CPU time of unchanged code on a shared 2-core VM varies by up to
+# +-30% from one run to the next (docs/baselines.md has the measurements); memory figures are
+# counted, not timed, and repeat within a sampling threshold. Copy rates divide by CPU time.
+DEFAULT_TOLERANCE = {
+    "cpu_s": 0.5,
+    "copy_mb_s": 0.5,
+    "peak_mb": 0.25,
+    "alloc_mb": 0.25,
+    "gpu_peak_mb": 0.25,
+}
+
+
+@dataclass(frozen=True)
+class NoiseRule:
+    tolerance: float | None = None  # allowed relative growth; None: per-metric defaults
+    cpu_floor_s: float = MIN_CPU_FLOOR_S
+    memory_floor_mb: float = 10.0  # one memory sampling threshold
+    gpu_floor_mb: float = GPU_FLOOR_MB
+    line_share: float = LINE_SHARE
+
+    @classmethod
+    def for_run(
+        cls, tolerance: float | None, interval_s: float, memory_threshold: int
+    ) -> NoiseRule:
+        return cls(
+            tolerance=tolerance,
+            cpu_floor_s=max(MIN_CPU_FLOOR_S, CPU_FLOOR_INTERVALS * interval_s),
+            memory_floor_mb=memory_threshold / 2**20,
+        )
+
+    def tolerance_for(self, metric: str) -> float:
+        if self.tolerance is not None:
+            return self.tolerance
+        return DEFAULT_TOLERANCE[metric]
+
+    def floor(self, metric: str, elapsed_s: float) -> float:
+        """The smallest growth of `metric` that can count as a regression."""
+        if metric == "cpu_s":
+            return self.cpu_floor_s
+        if metric == "gpu_peak_mb":
+            return self.gpu_floor_mb
+        if metric == "copy_mb_s":  # one sample's worth of bytes over the test's time
+            return self.memory_floor_mb / max(elapsed_s, 0.01)
+        return self.memory_floor_mb
+
+
+@dataclass(frozen=True)
+class Finding:
+    # "regression" (fails the test), "ok" (a test total within the rule), and, reported but
+    # never failed: "improved", "new_line", "vanished_line", "not_compared"
+    kind: str
+    metric: str
+    baseline: float | None
+    value: float | None
+    message: str
+    line: str | None = None  # "file:line function"
+
+    @property
+    def failed(self) -> bool:
+        return self.kind == "regression"
+
+
+@dataclass
+class Comparison:
+    findings: list[Finding] = field(default_factory=list)
+    matched_by_text: int = 0
+    matched_by_offset: int = 0
+    new_lines: int = 0
+    vanished_lines: int = 0
+
+    @property
+    def regressions(self) -> list[Finding]:
+        return [f for f in self.findings if f.failed]
+
+
+def match_lines(
+    baseline: tuple[LineEntry, ...], current: tuple[LineEntry, ...]
+) -> tuple[list[tuple[LineEntry, LineEntry]], int, list[LineEntry], list[LineEntry]]:
+    """Pair each current line with a baseline line: same file, function and source text first
+    (nearest offset among equal texts), then, for edited lines, same file, function and offset.
+    Returns (pairs of (baseline, current), how many paired by offset, new lines, vanished)."""
+    free = list(range(len(baseline)))
+    pairs: list[tuple[LineEntry, LineEntry]] = []
+    unpaired: list[LineEntry] = []
+    for cur in current:
+        same = [i for i in free if _same_place(baseline[i], cur) and baseline[i].text == cur.text]
+        if same:
+            best = min(same, key=lambda i: abs(baseline[i].offset - cur.offset))
+            free.remove(best)
+            pairs.append((baseline[best], cur))
+        else:
+            unpaired.append(cur)
+    new: list[LineEntry] = []
+    by_offset = 0
+    for cur in unpaired:
+        same = [
+            i for i in free if _same_place(baseline[i], cur) and baseline[i].offset == cur.offset
+        ]
+        if same:
+            free.remove(same[0])
+            pairs.append((baseline[same[0]], cur))
+            by_offset += 1
+        else:
+            new.append(cur)
+    return pairs, by_offset, new, [baseline[i] for i in free]
+
+
+def _same_place(a: LineEntry, b: LineEntry) -> bool:
+    return a.file == b.file and a.function == b.function
+
+
+def _where(entry: LineEntry) -> str:
+    return f"{entry.file}:{entry.line} {entry.function}"
+
+
+def compare(baseline: TestEntry, current: TestEntry, rule: NoiseRule) -> Comparison:
+    """Judge `current` against `baseline`; the findings name the metric, both values, the line."""
+    pairs, by_offset, new, vanished = match_lines(baseline.lines, current.lines)
+    result = Comparison(
+        matched_by_text=len(pairs) - by_offset,
+        matched_by_offset=by_offset,
+        new_lines=len(new),
+        vanished_lines=len(vanished),
+    )
+    elapsed = min(baseline.elapsed_s, current.elapsed_s) or max(
+        baseline.elapsed_s, current.elapsed_s
+    )
+    for metric in COMPARED:
+        name = metric.name
+        if name in baseline.metrics and name not in current.metrics:
+            result.findings.append(
+                Finding(
+                    "not_compared",
+                    name,
+                    baseline.metrics[name],
+                    None,
+                    f"{metric.label} not compared: the baseline has it but this run did not "
+                    f"measure it",
+                )
+            )
+        if name not in baseline.metrics or name not in current.metrics:
+            continue
+        judge = _Judge(name, rule, elapsed)
+        result.findings += judge.test(baseline, current, pairs, new)
+        result.findings += judge.lines(baseline, current, pairs, new, vanished)
+    return result
+
+
+class _Judge:
+    """One metric's verdicts, on the test total and on the lines that matter."""
+
+    def __init__(self, name: str, rule: NoiseRule, elapsed_s: float) -> None:
+        self.name, self.metric = name, METRICS[name]
+        self.tolerance = rule.tolerance_for(name)
+        self.floor = rule.floor(name, elapsed_s)
+        self.line_share = rule.line_share
+
+    def value(self, entry: LineEntry | TestEntry | None) -> float:
+        return 0.0 if entry is None else entry.metrics.get(self.name, 0.0)
+
+    def regressed(self, before: float, after: float) -> bool:
+        return after > before * (1 + self.tolerance) and after - before > self.floor
+
+    def versus(self, before: float, after: float) -> str:
+        fmt = self.metric.format
+        change = f"{(after / before - 1) * 100:+.0f}%" if before > 0 else "from 0"
+        return f"{fmt(after)} vs baseline {fmt(before)} ({change}"
+
+    def test(
+        self,
+        baseline: TestEntry,
+        current: TestEntry,
+        pairs: list[tuple[LineEntry, LineEntry]],
+        new: list[LineEntry],
+    ) -> list[Finding]:
+        label, fmt = self.metric.label, self.metric.format
+        before, after = self.value(baseline), self.value(current)
+        if not self.regressed(before, after):
+            message = (
+                f"{label} {self.versus(before, after)}; fails above "
+                f"+{self.tolerance * 100:.0f}% and +{fmt(self.floor)})"
+            )
+            found = [Finding("ok", self.name, before, after, message)]
+            if self.regressed(after, before):  # as far below the baseline as a regression is above
+                hint = (
+                    "; if the code did not change, the baseline was recorded on a busier machine"
+                    if self.name in CPU_TIMED
+                    else ""
+                )
+                message = (
+                    f"{label} improved: {self.versus(before, after)}); re-save the baseline to "
+                    f"keep the gain{hint} (not failed)"
+                )
+                found.append(Finding("improved", self.name, before, after, message))
+            return found
+        message = (
+            f"{label} regressed: {self.versus(before, after)}, "
+            f"allowed +{self.tolerance * 100:.0f}%)"
+        )
+        grown = [(self.value(c) - self.value(b), b, c) for b, c in pairs]
+        grown += [(self.value(c), None, c) for c in new]
+        if grown:
+            delta, b, c = max(grown, key=lambda g: g[0])
+            if delta > 0:
+                was = fmt(self.value(b)) if b is not None else "new line"
+                message += f"; most growth at {_where(c)}: {was} -> {fmt(self.value(c))}"
+        return [Finding("regression", self.name, before, after, message)]
+
+    def lines(
+        self,
+        baseline: TestEntry,
+        current: TestEntry,
+        pairs: list[tuple[LineEntry, LineEntry]],
+        new: list[LineEntry],
+        vanished: list[LineEntry],
+    ) -> list[Finding]:
+        label, fmt, share = self.metric.label, self.metric.format, self.line_share
+        total, base_total = self.value(current), self.value(baseline)
+        findings = []
+        for b, c in pairs:
+            before, after = self.value(b), self.value(c)
+            if after >= share * total and self.regressed(before, after):
+                message = (
+                    f"{label} regressed at {_where(c)} `{c.text}`: {self.versus(before, after)}, "
+                    f"allowed +{self.tolerance * 100:.0f}%)"
+                )
+                findings.append(Finding("regression", self.name, before, after, message, _where(c)))
+        for c in new:
+            value = self.value(c)
+            if value >= share * total and value > self.floor:
+                message = (
+                    f"new line {_where(c)} `{c.text}`: {label} {fmt(value)} "
+                    "(not in the baseline; not failed)"
+                )
+                findings.append(Finding("new_line", self.name, None, value, message, _where(c)))
+        for b in vanished:
+            value = self.value(b)
+            if value >= share * base_total and value > self.floor:
+                message = (
+                    f"vanished line {_where(b)} `{b.text}` (baseline line number): {label} "
+                    f"{fmt(value)} in the baseline, not seen now (not failed)"
+                )
+                findings.append(
+                    Finding("vanished_line", self.name, value, None, message, _where(b))
+                )
+        return findings
