@@ -151,13 +151,16 @@ class CpuSampler:
         finally:
             self._in_handler = False
 
-    def _ordered_frames(self) -> list[tuple[int, FrameType]]:
+    def _ordered_frames(self) -> list[tuple[int, FrameType | None]]:
         # The main thread last, so that it can take the CPU time no other thread accounts for.
+        # The main thread's entry is this very frame: kept, it would make a reference cycle
+        # that keeps the test's frames (and their memory) alive until the next gc; _sample
+        # uses the handler's frame for the main thread instead.
         frames = sys._current_frames()
-        main = frames.pop(self._main_ident, None)
-        ordered = list(frames.items())
-        if main is not None:
-            ordered.append((self._main_ident, main))
+        has_main = frames.pop(self._main_ident, None) is not None
+        ordered: list[tuple[int, FrameType | None]] = list(frames.items())
+        if has_main:
+            ordered.append((self._main_ident, None))
         return ordered
 
     def _main_python_share(self, main_cpu: float) -> float:
