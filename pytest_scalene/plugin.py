@@ -7,7 +7,7 @@ from collections.abc import Generator
 
 import pytest
 
-from . import flag_conflicts, terminal_report
+from . import flag_conflicts, memory_sampler, preload, terminal_report
 from .gate_hooks import PLUGIN_NAME, GatePlugin
 from .gpu_sampler import GpuSetup
 from .html_report import write_html
@@ -29,6 +29,14 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     add_options(parser)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None, None, None]:
+    # Outermost, before capture starts and conftests load: may re-execute pytest with the
+    # allocator shim preloaded (see preload.py).
+    preload.prepare(early_config)
+    return (yield)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -37,6 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     options = ProfileOptions.from_config(config)
     config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
+    memory_sampler.attach(profiler)  # memory, leaks, copy volume: when the shim is preloaded
     gates = GatePlugin(config, profiler, GateOptions.from_config(config))
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
     gpu = config.stash[GPU_KEY] = GpuSetup(profiler)

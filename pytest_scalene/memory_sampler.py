@@ -1,0 +1,209 @@
+"""Memory, leak and copy-volume profiling through the preloaded allocator shim (native/shim.cpp).
+
+While a test runs, the shim records a sample when the footprint (live malloc'd bytes) has moved
+by the threshold since the last one, when it passes the next leak high-water step, and each time
+a thread has copied 2 x threshold bytes with memcpy/memmove. It then raises SIGXCPU in the
+allocating thread, so this handler runs at the main thread's next bytecode boundary: on the line
+that allocated, when the main thread did. A sample of another thread is charged to that thread's
+current profiled line. The buffer between them loses nothing; it is drained again at the end.
+
+Per line (JSON keys): peak_mb and avg_mb (footprint above the test's start at the line's
+samples), alloc_mb (net growth at its grow samples), python_alloc_fraction (Python's share of
+the bytes allocated in its samples' windows), copy_mb_s (bytes copied / the line's CPU time),
+timeline, and leak_probability / leak_rate_mb_s where the line holds tracked allocations.
+Per test: peak_mb (exact high-water mark), timeline, leaks.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from . import leaks, preload, timeline
+from .model import LineKey, TestProfile
+from .scope import CodeScope
+
+SIGNAL = signal.SIGXCPU
+MB = float(1 << 20)
+LEAK_STEPS_PER_THRESHOLD = 5  # high-water marks for leak tracking every threshold / 5 bytes
+COPY_STEP_THRESHOLDS = 2  # one copy sample per 2 x threshold bytes copied
+
+
+@dataclass
+class _LineMemory:
+    function_line: int
+    grown: int = 0  # net bytes of its grow samples
+    allocated: int = 0  # bytes allocated in its samples' windows
+    python: int = 0  # of those, Python's
+    copied: int = 0
+    footprints: list[float] = field(default_factory=list)  # MB above the test's start
+    points: list[tuple[float, float]] = field(default_factory=list)
+    tracked: list[int] = field(default_factory=list)
+
+
+class MemorySampler:
+    """The Collector: arms the shim around each test and turns its samples into line stats."""
+
+    def __init__(self, scope: CodeScope, threshold: int, note: Callable[[str], None]) -> None:
+        from . import _native
+
+        self.native = _native
+        self.scope = scope
+        self.threshold = threshold
+        self.leak_step = max(1, threshold // LEAK_STEPS_PER_THRESHOLD)
+        self.copy_step = COPY_STEP_THRESHOLDS * threshold
+        self.note = note
+        self._main_ident = threading.main_thread().ident
+        self._active = False
+        self._previous_handler: Any = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._lines: dict[LineKey, _LineMemory] = {}
+        self._points: list[tuple[float, float]] = [(0.0, 0.0)]
+        self._start_ns = time.monotonic_ns()
+        self._start_footprint = 0
+        self._dropped = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start_test(self, profile: TestProfile) -> None:
+        if self.native.armed():
+            raise RuntimeError("the allocator shim is already armed (pytest run inside pytest?)")
+        if signal.getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+            raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
+        self._reset()
+        self._previous_handler = signal.signal(SIGNAL, self._on_signal)
+        self.native.install_python_hooks()
+        self._dropped = self.native.dropped()
+        self._start_footprint = self.native.footprint()
+        self._start_ns = time.monotonic_ns()
+        self.native.arm(self.threshold, self.leak_step, self.copy_step, SIGNAL)
+        self._active = True
+
+    def stop_test(self, profile: TestProfile) -> None:
+        if not self._active:
+            return
+        self._active = False
+        self.native.disarm()
+        elapsed_s = (time.monotonic_ns() - self._start_ns) / 1e9
+        try:
+            self._drain(sys._getframe(1))
+            self._finish(profile, elapsed_s)
+        finally:
+            if not self.native.uninstall_python_hooks():
+                self.note(
+                    "another Python allocator was installed over pytest-scalene's; ours "
+                    "stays in place as a pass-through"
+                )
+            if signal.getsignal(SIGNAL) == self._on_signal:
+                signal.signal(SIGNAL, self._previous_handler)
+            dropped = self.native.dropped() - self._dropped
+            if dropped:
+                self.note(f"{dropped} memory samples were lost (out of memory for the buffer)")
+
+    # -- samples -----------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if not self._active:
+            return
+        try:
+            self._drain(frame)
+        except Exception as exc:  # the profiler must never break the test
+            self.native.disarm()
+            self._active = False
+            self.note(f"memory sampler stopped after an internal error: {exc!r}")
+
+    def _drain(self, main_frame: FrameType | None) -> None:
+        samples = self.native.take_samples()
+        if not samples:
+            return
+        frames: dict[int, FrameType] | None = None
+        start_ns, start_fp = self._start_ns, self._start_footprint
+        for kind, tracked, footprint, allocated, freed, python, copied, t_ns, thread in samples:
+            frame = main_frame
+            if thread != self._main_ident:
+                if frames is None:
+                    frames = sys._current_frames()
+                    # This very frame: kept in a local, it would make a reference cycle that
+                    # keeps the test's frames (and their memory) alive until the next gc.
+                    frames.pop(self._main_ident, None)
+                frame = frames.get(thread, main_frame)  # threads Python does not know: main's
+            located = self.scope.locate(frame)
+            line = None
+            if located is not None:
+                line = self._lines.get(located[0])
+                if line is None:
+                    line = self._lines[located[0]] = _LineMemory(located[1])
+            if kind == self.native.COPY:
+                if line is not None:
+                    line.copied += copied
+                continue
+            t_s = max(0.0, (t_ns - start_ns) / 1e9)
+            mb = (footprint - start_fp) / MB
+            self._points.append((t_s, mb))
+            if line is None:
+                continue
+            if kind == self.native.GROW:
+                line.grown += allocated - freed
+            line.allocated += allocated
+            line.python += python
+            line.footprints.append(mb)
+            line.points.append((t_s, mb))
+            if tracked >= 0:
+                line.tracked.append(tracked)
+
+    # -- results -----------------------------------------------------------------------------
+    def _finish(self, profile: TestProfile, elapsed_s: float) -> None:
+        native = self.native
+        start_fp, end_fp = self._start_footprint, native.footprint()
+        self._points.append((elapsed_s, (end_fp - start_fp) / MB))
+        profile.extra["peak_mb"] = max(0.0, (native.peak() - start_fp) / MB)
+        profile.extra["timeline"] = timeline.reduce(self._points)
+        evidence = []
+        for key, line in self._lines.items():
+            stats = profile.line(key, line.function_line)
+            extra = stats.extra
+            extra["peak_mb"] = max([0.0, *line.footprints])
+            extra["avg_mb"] = (
+                max(0.0, sum(line.footprints) / len(line.footprints)) if line.footprints else 0.0
+            )
+            extra["alloc_mb"] = max(0.0, line.grown / MB)
+            extra["python_alloc_fraction"] = (
+                min(1.0, line.python / line.allocated) if line.allocated > 0 else 0.0
+            )
+            seconds = stats.cpu_s if stats.cpu_s > 0 else elapsed_s
+            extra["copy_mb_s"] = line.copied / MB / seconds if seconds > 0 else 0.0
+            if line.points:
+                extra["timeline"] = timeline.reduce(line.points)
+            if line.tracked:
+                frees = sum(1 for i in line.tracked if native.leak_freed(i))
+                found = leaks.LineEvidence(key, len(line.tracked), frees, extra["alloc_mb"])
+                extra["leak_probability"] = found.probability
+                extra["leak_rate_mb_s"] = leaks.rate_mb_s(found.grown_mb, elapsed_s)
+                evidence.append(found)
+        for stats in profile.lines.values():  # lines with CPU samples only: nothing sampled
+            for name in ("peak_mb", "avg_mb", "alloc_mb", "python_alloc_fraction", "copy_mb_s"):
+                stats.extra.setdefault(name, 0.0)
+        grew = leaks.footprint_grew(start_fp, end_fp)
+        profile.extra["leaks"] = leaks.report(evidence, grew, elapsed_s)
+
+
+def attach(profiler: Any) -> None:
+    """Add the memory collector to `profiler` when the shim is active in this process, or note
+    once why memory columns are missing."""
+    options = profiler.options
+    if options.memory == "no":
+        return
+    if not preload.shim_loaded():
+        if options.enabled:
+            reason = preload.unavailable_reason() or "the allocator shim is not preloaded"
+            profiler.note(f"memory, leak and copy columns are absent: {reason}")
+        return
+    profiler.collectors.append(
+        MemorySampler(profiler.scope, options.memory_threshold, profiler.note)
+    )

@@ -1,0 +1,120 @@
+"""Re-executes pytest with the allocator shim preloaded, so that memory can be profiled.
+
+The shim must be loaded before the interpreter starts (LD_PRELOAD), so when memory profiling is
+wanted and the shim is not in this process, the same command runs again through os.execve (same
+pid, same file descriptors: stdin, stdout, stderr and capture are unchanged) with LD_PRELOAD
+(the shim first, before any existing value) and PYTHONMALLOC=malloc (so that Python's objects go
+through malloc, where the shim sees them). The re-executed process restores both variables at
+once, so that the processes the tests start are not preloaded. A guard variable prevents loops.
+This runs first in pytest_load_initial_conftests, before capture starts and conftests load.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GUARD = "PYTEST_SCALENE_REEXEC"
+ORIGINAL_PREFIX = "PYTEST_SCALENE_ORIG_"
+PRELOAD_VARS = ("LD_PRELOAD", "PYTHONMALLOC")
+SHIM_NAME = "libpytest_scalene_shim.so"
+
+_unavailable: str | None = None
+
+
+def shim_path() -> Path | None:
+    """Where the shim is installed: next to the extension (also in editable installs)."""
+    try:
+        from . import _native
+    except ImportError:
+        return None
+    return Path(_native.__file__).parent / SHIM_NAME
+
+
+def shim_loaded() -> bool:
+    try:
+        from . import _native
+    except ImportError:
+        return False
+    return bool(_native.shim_loaded())
+
+
+def unavailable_reason() -> str | None:
+    """Why the shim is not active in this process, when a re-exec was wanted but not done."""
+    return _unavailable
+
+
+def restore_environment() -> bool:
+    """In a re-executed process, put LD_PRELOAD and PYTHONMALLOC back as they were. Returns
+    whether this process was re-executed by us."""
+    if os.environ.pop(GUARD, None) is None:
+        return False
+    for name in PRELOAD_VARS:
+        original = os.environ.pop(ORIGINAL_PREFIX + name, None)
+        if original is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = original
+    return True
+
+
+def _why_not(early_config: pytest.Config, reexecuted: bool) -> str | None:
+    if not sys.platform.startswith("linux"):
+        return f"the allocator shim needs Linux (LD_PRELOAD); this is {sys.platform}"
+    path = shim_path()
+    if path is None:
+        return "the pytest_scalene._native extension is not built"
+    if not path.is_file():
+        return f"the allocator shim {path} is missing (rebuild: pip install -e .)"
+    if reexecuted:
+        return f"pytest was re-executed with LD_PRELOAD={path} but the shim is not active"
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return "xdist workers cannot be re-executed; run without -n to profile memory"
+    if not sys.executable or not getattr(sys, "orig_argv", None):
+        return "the Python executable or its command line is unknown"
+    if tuple(early_config.invocation_params.args) != tuple(sys.argv[1:]):
+        return "pytest was started in-process (pytest.main()), so it cannot be re-executed"
+    return None
+
+
+def _reexecute(shim: Path) -> None:
+    env = dict(os.environ)
+    for name in PRELOAD_VARS:
+        if name in env:
+            env[ORIGINAL_PREFIX + name] = env[name]
+    existing = env.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = f"{shim}:{existing}" if existing else str(shim)
+    env["PYTHONMALLOC"] = "malloc"
+    env[GUARD] = "1"
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    # sys.executable, not orig_argv[0]: Python finds its prefix (the venv) from argv[0].
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def prepare(early_config: pytest.Config) -> None:
+    """Re-execute with the shim preloaded when memory profiling is wanted and the shim is
+    missing. --profile-memory=yes makes an impossible preload a usage error; auto records why,
+    for a note in the report."""
+    global _unavailable
+    reexecuted = restore_environment()
+    ns: Any = early_config.known_args_namespace
+    memory = getattr(ns, "profile_memory", "auto")
+    wanted = memory == "yes" or (memory == "auto" and getattr(ns, "profile", False))
+    if not wanted or shim_loaded():
+        return
+    reason = _why_not(early_config, reexecuted)
+    if reason is None:
+        path = shim_path()
+        assert path is not None
+        try:
+            _reexecute(path)
+        except OSError as exc:
+            reason = f"re-executing pytest with the shim preloaded failed: {exc}"
+    if memory == "yes":
+        raise pytest.UsageError(f"--profile-memory=yes: {reason}")
+    _unavailable = reason
