@@ -39,6 +39,7 @@ class GpuSampler:
         self.clock = clock
         self.broken = False
         self._last: Reading | None = None
+        self._read_at: LineKey | None = None  # the line the last reading was taken at
         self._began = self._spent = self._read_s = 0.0
         self._reads = self._reuses = 0
         self._high_water_at_start: int | None = None
@@ -94,14 +95,19 @@ class GpuSampler:
             return
         try:
             now = self.clock()
-            if self._last is None or self._spent <= TIME_BUDGET * (now - self._began):
+            reading: Reading | None = self._last
+            if reading is None or self._spent <= TIME_BUDGET * (now - self._began):
                 reading = self._read(profile)
                 self._reads += 1
                 self._read_s += self.clock() - now
+                self._read_at = key
             else:
-                reading = self._last
                 self._reuses += 1
-            if key is not None:
+                # An older reading stands in only for the line it was taken at: charged to
+                # another line it would put one line's memory on the next.
+                if key != self._read_at:
+                    reading = None
+            if key is not None and reading is not None:
                 self._charge(profile, frame, key, reading)
             self._spent += self.clock() - now
         except Exception as exc:  # an exception here would stop the CPU sampler too

@@ -75,7 +75,7 @@ def _backend() -> str:
 
 def _lines_at(test: dict, source: str, marker: str) -> list[dict]:
     number = next(i for i, text in enumerate(source.splitlines(), 1) if marker in text)
-    return [ln for ln in test["lines"] if ln["line"] == number]
+    return [ln for ln in test["lines"] if ln["line"] == number and "gpu_peak_mb" in ln]
 
 
 def test_memory_on_the_alloc_line_and_utilisation_on_the_matmul_line(
@@ -125,6 +125,6 @@ def test_memory_on_the_alloc_line_and_utilisation_on_the_matmul_line(
     if context and test["gpu_memory_scope"] == "process":
         before = max(ln["gpu_peak_mb"] for ln in context)
         assert alloc_mb - before >= 1000, (before, alloc_mb)
-    busy = max(ln["gpu_util_percent"] for ln in matmul)
+    busy = max(ln.get("gpu_util_percent", 0.0) for ln in matmul)
     assert busy >= 50, f"the matmul loop showed {busy:.0f}% GPU utilisation"
     assert test["gpu_peak_mb"] >= alloc_mb

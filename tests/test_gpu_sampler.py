@@ -302,6 +302,24 @@ def test_slow_nvml_reads_stay_within_the_budget(fake) -> None:
     assert any("NVML reads are slow here (~2000 us each)" in n for n in notes)
 
 
+def test_a_reused_reading_never_lands_on_another_line(fake) -> None:
+    """Over budget, line B must not get the reading taken at line A (A's memory, A's util)."""
+    nvml = fake(util=5, process_mb=1024)
+    clock = Clock()
+    sampler, _, profile = started(clock)
+    sample(sampler, profile, LINE_A, clock)
+    sampler._spent = 1.0  # far over budget from here on: every sample reuses
+    nvml.util, nvml.process_mb = 90, 1536
+    for _ in range(5):
+        sample(sampler, profile, LINE_A, clock)
+        sample(sampler, profile, LINE_B, clock)
+    assert LINE_B not in profile.lines
+    assert profile.lines[LINE_A].extra == {"gpu_util_percent": 5.0, "gpu_peak_mb": 1024.0}
+    sampler._spent = 0.0  # back under budget: B is read fresh
+    sample(sampler, profile, LINE_B, clock)
+    assert profile.lines[LINE_B].extra == {"gpu_util_percent": 90.0, "gpu_peak_mb": 1536.0}
+
+
 def test_a_gpu_lost_mid_test_stops_gpu_sampling_with_a_note(fake) -> None:
     nvml = fake(process_mb=10)
     sampler, notes, profile = started()
