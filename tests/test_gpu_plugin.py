@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each runs pytest in a subprocess (2-5 s on 2 busy cores)
 FAKE_SOURCE = (Path(__file__).parent / "fake_nvml.py").read_text()
 CONFTEST = """
 import json, os, sys
@@ -25,8 +26,9 @@ def test_phases():
     a = sum(i * i for i in range(2_000_000))  # holds 1 GiB
     pynvml.state.process_mb, pynvml.state.util = 1536, 90
     b = sum(i * i for i in range(2_000_000))  # kernels running
-    assert pynvml.state.calls["nvmlInit"] == {inits}
+    assert pynvml.state.calls["nvmlInit"] == 1
 """
+NO_MEMORY = ("--profile-memory=no",)  # these tests are about the GPU: spare the shim's start-up
 
 
 @pytest.fixture
@@ -50,10 +52,9 @@ def lines_at(test: dict, path: Path, text: str) -> list[dict]:
     return found
 
 
-@pytest.mark.slow
 def test_figures_land_on_their_lines_in_the_json(gpu_suite, run_profiled, pytester) -> None:
     gpu_suite({"accounting": True})
-    result, profile = run_profiled(PHASES.format(inits=1))
+    result, profile = run_profiled(PHASES, *NO_MEMORY)
     result.assert_outcomes(passed=1)
     test = profile["tests"]["test_workload.py::test_phases"]
     path = pytester.path / "test_workload.py"
@@ -69,7 +70,7 @@ def test_figures_land_on_their_lines_in_the_json(gpu_suite, run_profiled, pytest
 def test_device_totals_are_flagged(gpu_suite, run_profiled) -> None:
     gpu_suite({"process_list_error": 3, "device_used_mb": 4000})
     source = "def test_a():\n    assert sum(range(1000)) > 0\n"
-    result, profile = run_profiled(source)
+    result, profile = run_profiled(source, *NO_MEMORY)
     result.assert_outcomes(passed=1)
     test = profile["tests"]["test_workload.py::test_a"]
     assert test["gpu_peak_mb"] == 4000.0 and test["gpu_memory_scope"] == "device"
@@ -79,7 +80,7 @@ def test_device_totals_are_flagged(gpu_suite, run_profiled) -> None:
 def test_no_pynvml_columns_absent_and_said_once(gpu_suite, run_profiled) -> None:
     gpu_suite("missing")
     source = "def test_a():\n    pass\n\ndef test_b():\n    pass\n"
-    result, profile = run_profiled(source)
+    result, profile = run_profiled(source, *NO_MEMORY)
     result.assert_outcomes(passed=2)
     assert result.stdout.str().count("GPU columns absent: pynvml is not installed") == 1
     notes = [n for n in profile["notes"] if "GPU" in n]
@@ -93,9 +94,10 @@ def test_no_pynvml_columns_absent_and_said_once(gpu_suite, run_profiled) -> None
 
 def test_profile_gpu_no_never_loads_nvml(gpu_suite, run_profiled) -> None:
     gpu_suite({})
-    result, profile = run_profiled(PHASES.format(inits=0), "--profile-gpu=no")
+    source = "import pynvml\ndef test_a():\n    assert pynvml.state.calls['nvmlInit'] == 0\n"
+    result, profile = run_profiled(source, "--profile-gpu=no", *NO_MEMORY)
     result.assert_outcomes(passed=1)
-    assert "gpu_peak_mb" not in profile["tests"]["test_workload.py::test_phases"]
+    assert "gpu_peak_mb" not in profile["tests"]["test_workload.py::test_a"]
 
 
 def test_profile_gpu_yes_without_gpu_is_a_usage_error(gpu_suite, pytester) -> None:

@@ -90,11 +90,12 @@ def test_real_pynvml_reads_through_the_stub(stub_lib_dir, figures, scope, used_m
     assert result["sample_us"] < 100, result
 
 
+@pytest.mark.slow
 def test_profile_run_through_real_pynvml(stub_lib_dir, run_profiled, monkeypatch) -> None:
     for name, value in stub_env(stub_lib_dir, util=77, proc_mb=1024).items():
         monkeypatch.setenv(name, value)
     source = "def test_busy():\n    assert sum(i * i for i in range(1_000_000)) > 0\n"
-    result, profile = run_profiled(source, "--profile-gpu=yes")
+    result, profile = run_profiled(source, "--profile-gpu=yes", "--profile-memory=no")
     result.assert_outcomes(passed=1)
     test = profile["tests"]["test_workload.py::test_busy"]
     assert test["gpu_peak_mb"] == 1024.0 and test["gpu_memory_scope"] == "process"
