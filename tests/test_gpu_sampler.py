@@ -400,3 +400,11 @@ def test_missing_driver_is_found_without_importing_pynvml(monkeypatch) -> None:
         assert "pynvml" not in sys.modules
     else:
         pytest.skip("an NVIDIA driver is installed: this test is for machines without one")
+
+
+def test_a_run_that_profiles_nothing_never_loads_nvml(fake, pytester: pytest.Pytester) -> None:
+    """--profile-gpu=auto waits for the first profiled test: without one, NVML stays unloaded."""
+    nvml = fake()
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert sum(nvml.calls.values()) == 0
