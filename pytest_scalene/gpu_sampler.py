@@ -58,6 +58,7 @@ class GpuSampler:
             self._stop(exc)
         self._began, self._spent, self._read_s = self.clock(), 0.0, 0.0
         self._reads = self._reuses = 0
+        self._read_at = None  # the start's reading belongs to no line
 
     def stop_test(self, profile: TestProfile) -> None:
         if self.broken:
