@@ -50,6 +50,8 @@ class LineEntry:
 
 @dataclass(frozen=True)
 class TestEntry:
+    __test__ = False  # not a pytest test class
+
     metrics: dict[str, float]
     lines: tuple[LineEntry, ...]
     elapsed_s: float = 0.0  # wall time of the call phase: rates' noise floors depend on it

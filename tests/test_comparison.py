@@ -1,0 +1,272 @@
+"""Regression verdicts: line matching across edits, the noise rule, and property tests (a profile
+never regresses against itself; growth beyond tolerance and floor always does)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_scalene.baseline_store import LineEntry, TestEntry
+from pytest_scalene.comparison import NoiseRule, compare, match_lines
+from pytest_scalene.model import LineKey, TestProfile
+from pytest_scalene.repeat import combine_runs
+
+F = "tests/test_etl.py"
+RULE = NoiseRule()  # defaults: +50% CPU, +25% memory; floors 0.05 s and 10 MB
+
+
+def line(function, offset, text, line_no, **metrics) -> LineEntry:
+    return LineEntry(F, function, offset, text, line_no, metrics)
+
+
+def entry(*lines: LineEntry, **metrics) -> TestEntry:
+    return TestEntry(metrics, tuple(lines), elapsed_s=1.0)
+
+
+BASE = entry(
+    line("load", 2, "frame = read(path)", 12, cpu_s=0.3, peak_mb=200.0),
+    line("load", 3, "total = crunch(frame)", 13, cpu_s=0.6),
+    line("helper", 1, "return x * 2", 30, cpu_s=0.01),
+    cpu_s=0.91,
+    peak_mb=210.0,
+)
+
+
+def failed(result) -> list[str]:
+    return [f.message for f in result.findings if f.failed]
+
+
+def test_unchanged_passes_with_ok_verdicts():
+    result = compare(BASE, BASE, RULE)
+    assert failed(result) == []
+    assert [(f.kind, f.metric) for f in result.findings] == [("ok", "cpu_s"), ("ok", "peak_mb")]
+    assert (result.matched_by_text, result.new_lines, result.vanished_lines) == (3, 0, 0)
+
+
+def test_lines_shifted_by_an_edit_above_still_match():
+    shifted = entry(
+        *(
+            LineEntry(e.file, e.function, e.offset, e.text, e.line + 7, e.metrics)
+            for e in BASE.lines
+        ),
+        **BASE.metrics,
+    )
+    result = compare(BASE, shifted, RULE)
+    assert (result.matched_by_text, result.matched_by_offset, result.new_lines) == (3, 0, 0)
+
+
+def test_a_line_inserted_inside_the_function_matches_by_text():
+    # "total = crunch(frame)" moved from offset 3 to 5; the new line is small
+    edited = entry(
+        line("load", 2, "frame = read(path)", 12, cpu_s=0.3, peak_mb=200.0),
+        line("load", 3, "log('start')", 13, cpu_s=0.001),
+        line("load", 5, "total = crunch(frame)", 15, cpu_s=0.6),
+        cpu_s=0.91,
+        peak_mb=210.0,
+    )
+    pairs, by_offset, new, vanished = match_lines(BASE.lines, edited.lines)
+    assert {(b.offset, c.offset) for b, c in pairs} == {(2, 2), (3, 5)}
+    assert by_offset == 0 and [n.text for n in new] == ["log('start')"]
+    assert [v.text for v in vanished] == ["return x * 2"]
+    assert failed(compare(BASE, edited, RULE)) == []
+
+
+def test_an_edited_line_falls_back_to_its_offset():
+    edited = entry(
+        line("load", 2, "frame = read(path, cache=False)", 12, cpu_s=0.3, peak_mb=200.0),
+        cpu_s=0.3,
+        peak_mb=200.0,
+    )
+    pairs, by_offset, new, _ = match_lines(BASE.lines, edited.lines)
+    assert by_offset == 1 and new == [] and pairs[0][0].text == "frame = read(path)"
+
+
+def test_equal_texts_pair_with_the_nearest_offset():
+    base = (line("f", 2, "x += 1", 2), line("f", 9, "x += 1", 9))
+    current = (line("f", 10, "x += 1", 10), line("f", 3, "x += 1", 3))
+    pairs, *_ = match_lines(base, current)
+    assert {(b.offset, c.offset) for b, c in pairs} == {(2, 3), (9, 10)}
+
+
+def test_cpu_slowdown_of_one_line_fails_naming_it():
+    slower = entry(
+        line("load", 2, "frame = read(path)", 12, cpu_s=0.3, peak_mb=200.0),
+        line("load", 3, "total = crunch(frame)", 13, cpu_s=1.2),
+        cpu_s=1.51,
+        peak_mb=210.0,
+    )
+    messages = failed(compare(BASE, slower, RULE))
+    assert messages == [
+        "CPU time regressed: 1.51 s vs baseline 0.91 s (+66%, allowed +50%); "
+        "most growth at tests/test_etl.py:13 load: 0.60 s -> 1.20 s",
+        "CPU time regressed at tests/test_etl.py:13 load `total = crunch(frame)`: 1.20 s vs "
+        "baseline 0.60 s (+100%, allowed +50%)",
+    ]
+
+
+def test_memory_growth_fails_naming_the_line():
+    bigger = entry(
+        line("load", 2, "frame = read(path)", 12, cpu_s=0.3, peak_mb=600.0),
+        line("load", 3, "total = crunch(frame)", 13, cpu_s=0.6),
+        cpu_s=0.9,
+        peak_mb=610.0,
+    )
+    messages = failed(compare(BASE, bigger, RULE))
+    assert messages[1] == (
+        "peak memory regressed at tests/test_etl.py:12 load `frame = read(path)`: 600.0 MB vs "
+        "baseline 200.0 MB (+200%, allowed +25%)"
+    )
+
+
+def test_noise_floor_and_line_share():
+    # +100% on a 0.01 s line is under the CPU floor; +60% on a line with < 10% of the test is
+    # not judged; both leave the test total within tolerance
+    noisy = entry(
+        line("load", 2, "frame = read(path)", 12, cpu_s=0.3, peak_mb=200.0),
+        line("load", 3, "total = crunch(frame)", 13, cpu_s=0.6),
+        line("helper", 1, "return x * 2", 30, cpu_s=0.02),
+        cpu_s=0.92,
+        peak_mb=215.0,  # +5 MB: under one sampling threshold
+    )
+    assert failed(compare(BASE, noisy, RULE)) == []
+    assert failed(compare(BASE, noisy, NoiseRule(tolerance=0.0, cpu_floor_s=0.0))) != []
+
+
+def test_new_and_vanished_lines_are_reported_not_failed():
+    moved = entry(
+        line("load", 2, "frame = read(path)", 12, cpu_s=0.3, peak_mb=200.0),
+        line("load_fast", 1, "total = crunch_fast(frame)", 40, cpu_s=0.55),
+        cpu_s=0.85,
+        peak_mb=210.0,
+    )
+    result = compare(BASE, moved, RULE)
+    assert failed(result) == []
+    kinds = {(f.kind, f.line) for f in result.findings if f.kind.endswith("_line")}
+    assert kinds == {
+        ("new_line", "tests/test_etl.py:40 load_fast"),
+        ("vanished_line", "tests/test_etl.py:13 load"),
+    }
+
+
+def test_a_metric_this_run_did_not_measure_is_reported():
+    cpu_only = entry(*BASE.lines, cpu_s=0.91)
+    result = compare(BASE, cpu_only, RULE)
+    [note] = [f for f in result.findings if f.kind == "not_compared"]
+    assert note.metric == "peak_mb" and not note.failed
+
+
+def test_much_faster_than_the_baseline_is_a_hint():
+    faster = entry(*BASE.lines, cpu_s=0.3, peak_mb=210.0)
+    [hint] = [f for f in compare(BASE, faster, RULE).findings if f.kind == "improved"]
+    assert "recorded on a busier machine" in hint.message and not hint.failed
+
+
+# -- property tests -----------------------------------------------------------------------------
+METRICS = ("cpu_s", "peak_mb", "alloc_mb", "copy_mb_s")
+values = st.floats(min_value=0, max_value=1e4, allow_nan=False)
+lines = st.lists(
+    st.builds(
+        LineEntry,
+        file=st.sampled_from([F, "src/lib.py"]),
+        function=st.sampled_from(["load", "crunch", "<module>"]),
+        offset=st.integers(0, 30),
+        text=st.sampled_from(["x = 1", "y = f(x)", "return y", ""]),
+        line=st.integers(1, 200),
+        metrics=st.dictionaries(st.sampled_from(METRICS), values),
+    ),
+    max_size=8,
+)
+entries = st.builds(
+    TestEntry,
+    metrics=st.dictionaries(st.sampled_from(METRICS), values),
+    lines=lines.map(tuple),
+    elapsed_s=st.floats(min_value=0, max_value=100),
+)
+rules = st.builds(
+    NoiseRule,
+    tolerance=st.none() | st.floats(min_value=0, max_value=3),
+    cpu_floor_s=st.floats(min_value=0, max_value=1),
+    memory_floor_mb=st.floats(min_value=0, max_value=50),
+)
+
+
+@given(entries, rules)
+def test_a_profile_never_regresses_against_itself(test, rule):
+    result = compare(test, test, rule)
+    assert result.regressions == []
+    assert result.new_lines == result.vanished_lines == result.matched_by_offset == 0
+
+
+@given(entries, rules, st.sampled_from(METRICS), st.floats(min_value=0.01, max_value=100))
+def test_growth_beyond_tolerance_and_floor_always_regresses(test, rule, metric, margin):
+    base = test.metrics.get(metric, 1.0)
+    floor = rule.floor(metric, test.elapsed_s)
+    grown = max(base * (1 + rule.tolerance_for(metric)), base + floor) + margin
+    current = TestEntry({**test.metrics, metric: grown}, test.lines, test.elapsed_s)
+    baseline = TestEntry({**test.metrics, metric: base}, test.lines, test.elapsed_s)
+    regressed = [f.metric for f in compare(baseline, current, rule).regressions]
+    assert metric in regressed
+
+
+@given(entries, rules, st.floats(min_value=0, max_value=1))
+def test_shrinking_never_regresses(test, rule, factor):
+    smaller = TestEntry(
+        {k: v * factor for k, v in test.metrics.items()},
+        tuple(
+            LineEntry(
+                e.file,
+                e.function,
+                e.offset,
+                e.text,
+                e.line,
+                {k: v * factor for k, v in e.metrics.items()},
+            )
+            for e in test.lines
+        ),
+        test.elapsed_s,
+    )
+    assert compare(test, smaller, rule).regressions == []
+
+
+# -- --profile-repeat ---------------------------------------------------------------------------
+def run(cpu: float, peak: float, line_cpu: float, leaks: list) -> TestProfile:
+    profile = TestProfile("t::f", outcome="passed", elapsed_s=cpu * 1.1, cpu_python_s=cpu)
+    profile.extra.update(peak_mb=peak, leaks=leaks)
+    stats = profile.line(LineKey(F, 12, "load"), 10)
+    stats.cpu_python_s, stats.samples = line_cpu, round(line_cpu * 100)
+    stats.extra["peak_mb"] = peak
+    return profile
+
+
+def test_repeats_keep_the_fastest_runs_cpu_and_median_memory():
+    runs = [run(0.9, 100.0, 0.8, ["a"]), run(0.5, 120.0, 0.45, ["b"]), run(0.7, 80.0, 0.6, ["c"])]
+    merged = combine_runs(runs)
+    assert (merged.cpu_s, merged.elapsed_s) == (0.5, 0.55)
+    assert merged.extra["peak_mb"] == 100.0 and merged.extra["repeat"] == 3
+    assert merged.extra["leaks"] == ["b"]  # not a number: from the fastest run
+    stats = merged.lines[LineKey(F, 12, "load")]
+    assert (stats.cpu_s, stats.samples, stats.function_line) == (0.45, 45, 10)
+    assert stats.extra["peak_mb"] == 100.0
+
+
+def test_a_line_missing_from_some_runs_counts_as_zero_there():
+    runs = [
+        run(0.5, 100.0, 0.4, []),
+        TestProfile("t::f", cpu_python_s=0.6),
+        run(0.7, 90.0, 0.6, []),
+    ]
+    stats = combine_runs(runs).lines[LineKey(F, 12, "load")]
+    assert stats.extra["peak_mb"] == 90.0  # median of 100, 0, 90
+
+
+def test_one_run_is_kept_as_is():
+    only = run(0.5, 100.0, 0.4, [])
+    assert combine_runs([only]) is only
+
+
+@pytest.mark.parametrize("metric", ["cpu_s", "copy_mb_s"])
+def test_cpu_timed_metrics_get_the_wider_default_tolerance(metric):
+    assert NoiseRule().tolerance_for(metric) == 0.5
+    assert NoiseRule().tolerance_for("peak_mb") == 0.25
+    assert NoiseRule(tolerance=0.1).tolerance_for(metric) == 0.1
