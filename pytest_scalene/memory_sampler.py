@@ -31,7 +31,7 @@ from .scope import CodeScope
 
 SIGNAL = signal.SIGXCPU
 MB = float(1 << 20)
-LEAK_STEPS_PER_THRESHOLD = 5  # high-water marks for leak tracking every threshold / 5 bytes
+LEAK_STEPS_PER_THRESHOLD = 10  # leak tracking at each new high-water mark, in threshold / 10 steps
 COPY_STEP_THRESHOLDS = 2  # one copy sample per 2 x threshold bytes copied
 
 
