@@ -2,8 +2,8 @@
 
 One RDP pass records, for every point, the largest tolerance at which RDP would still keep it
 (its distance from the chord when it was split off, capped by its ancestors' values). Keeping
-the N points with the highest such values is then exactly RDP at the tolerance that leaves N
-points, without searching for that tolerance.
+the points above the (N+1)-th highest value is then exactly RDP at the tolerance that leaves at
+most N points, without searching for that tolerance.
 """
 
 from __future__ import annotations
@@ -50,5 +50,8 @@ def reduce(
         return [[t, y] for t, y in points]
     importance = _importance(points)
     ranked = sorted(range(len(points)), key=lambda i: importance[i], reverse=True)
-    kept = sorted(ranked[:max_points])
+    # A point split off further than its parent shares the parent's value: drop such a tie
+    # group whole rather than cut it, so that the result is exactly RDP at that tolerance.
+    cutoff = importance[ranked[max_points]]
+    kept = sorted(i for i in ranked[:max_points] if importance[i] > cutoff)
     return [[points[i][0], points[i][1]] for i in kept]
