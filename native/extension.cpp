@@ -24,19 +24,38 @@ ShimApi* shim() {
   return api;
 }
 
-// Python's MEM and OBJ allocators, wrapped so that the shim counts their bytes as Python's.
+// Which of Python's allocations count as Python's. With pymalloc (the default), small objects
+// live in arenas that pymalloc maps itself: the arena allocator is wrapped, and everything else
+// Python allocates (large objects, interpreter state) goes through the RAW domain, wrapped too,
+// so small objects cost nothing extra. Under PYTHONMALLOC=malloc the MEM and OBJ domains call
+// malloc directly: they are wrapped as well then.
 struct Hook {
   PyMemAllocatorDomain domain;
   ShimAllocator previous;
   PyMemAllocatorEx ours;
   bool installed;
 };
-Hook hooks[] = {{PYMEM_DOMAIN_MEM, {}, {}, false}, {PYMEM_DOMAIN_OBJ, {}, {}, false}};
+Hook hooks[] = {{PYMEM_DOMAIN_RAW, {}, {}, false},
+                {PYMEM_DOMAIN_MEM, {}, {}, false},
+                {PYMEM_DOMAIN_OBJ, {}, {}, false}};
+ShimArenaAllocator previous_arena;
+PyObjectArenaAllocator our_arena;
+bool arena_installed = false;
+int install_count = 0;
+
+bool calls_malloc_directly(PyMemAllocatorDomain domain) {
+  PyMemAllocatorEx raw, current;
+  PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &raw);
+  PyMem_GetAllocator(domain, &current);
+  return current.malloc == raw.malloc;  // PYTHONMALLOC=malloc: both are the libc wrappers
+}
 
 void install_python_hooks() {
   ShimApi* api = shim();
+  if (install_count++ > 0) return;
+  bool wrap_objects = calls_malloc_directly(PYMEM_DOMAIN_OBJ);
   for (Hook& hook : hooks) {
-    if (hook.installed) continue;
+    if (hook.domain != PYMEM_DOMAIN_RAW && !wrap_objects) continue;
     PyMemAllocatorEx current;
     PyMem_GetAllocator(hook.domain, &current);
     hook.previous = {current.ctx, current.malloc, current.calloc, current.realloc, current.free};
@@ -45,11 +64,18 @@ void install_python_hooks() {
     PyMem_SetAllocator(hook.domain, &hook.ours);
     hook.installed = true;
   }
+  PyObjectArenaAllocator current;
+  PyObject_GetArenaAllocator(&current);
+  previous_arena = {current.ctx, current.alloc, current.free};
+  our_arena = {&previous_arena, api->python_arena_alloc, api->python_arena_free};
+  PyObject_SetArenaAllocator(&our_arena);
+  arena_installed = true;
 }
 
 // False when another allocator was installed over ours (tracemalloc...): ours then stays, as a
 // pass-through, so that their chain is not cut.
 bool uninstall_python_hooks() {
+  if (install_count == 0 || --install_count > 0) return true;
   bool all = true;
   for (Hook& hook : hooks) {
     if (!hook.installed) continue;
@@ -63,6 +89,18 @@ bool uninstall_python_hooks() {
                                  hook.previous.realloc, hook.previous.free};
     PyMem_SetAllocator(hook.domain, &previous);
     hook.installed = false;
+  }
+  if (arena_installed) {
+    PyObjectArenaAllocator current;
+    PyObject_GetArenaAllocator(&current);
+    if (current.ctx == &previous_arena && current.alloc == our_arena.alloc) {
+      PyObjectArenaAllocator previous = {previous_arena.ctx, previous_arena.alloc,
+                                         previous_arena.free};
+      PyObject_SetArenaAllocator(&previous);
+      arena_installed = false;
+    } else {
+      all = false;
+    }
   }
   return all;
 }
@@ -116,7 +154,9 @@ PYBIND11_MODULE(_native, m) {
         "Whether the tracked allocation `id` has been freed.");
   m.def("dropped", []() { return shim()->dropped(); }, "Samples lost (buffer could not grow).");
   m.def("install_python_hooks", &install_python_hooks,
-        "Wrap Python's MEM and OBJ allocators so that their bytes count as Python's.");
+        "Wrap Python's allocators (RAW domain, object arenas; MEM and OBJ under "
+        "PYTHONMALLOC=malloc) so that their bytes count as Python's. Counted: call "
+        "uninstall_python_hooks as many times.");
   m.def("uninstall_python_hooks", &uninstall_python_hooks,
         "Unwrap them; False when another allocator sits on top (ours stays as a pass-through).");
 }

@@ -8,6 +8,8 @@
 //   threshold since the last sample (or passes the next leak high-water step), a sample goes
 //   into a buffer that only grows (no sample is lost) and the thread raises a signal so that
 //   Python's handler drains the buffer at its next bytecode boundary.
+// - Memory that never reaches malloc can be counted through the arena wrappers (the extension
+//   wraps Python's object arenas with them), and allocator wrappers can mark bytes as Python's.
 // - memcpy/memmove count bytes per thread; every copy_step bytes make a copy sample.
 // - A thread-local guard keeps the rare sampling path from re-entering itself.
 // Hot paths (malloc, free, memcpy) take no lock and make no system call.
@@ -268,9 +270,7 @@ __attribute__((noinline)) void sample_copy(size_t n) {
   errno = saved_errno;
 }
 
-inline void count_alloc(void* p) {
-  if (UNLIKELY(!p)) return;
-  int64_t size = static_cast<int64_t>(malloc_usable_size(p));
+inline void count_alloc_sized(void* p, int64_t size) {
   int64_t allocated = g.allocated.fetch_add(size, relaxed) + size;
   if (tls.python) g.python.fetch_add(size, relaxed);
   if (LIKELY(!g.armed.load(relaxed))) return;
@@ -282,9 +282,17 @@ inline void count_alloc(void* p) {
   }
 }
 
-// Before the block goes back to glibc (its address may be reused at once).
-inline int64_t before_free(void* p) {
+inline void count_alloc(void* p) {
+  if (LIKELY(p != nullptr)) count_alloc_sized(p, static_cast<int64_t>(malloc_usable_size(p)));
+}
+
+// Before the block goes back to its allocator (its address may be reused at once).
+inline void forget(void* p) {
   if (UNLIKELY(g_tracked.load(relaxed) != 0)) untrack(p);
+}
+
+inline int64_t before_free(void* p) {
+  forget(p);
   return static_cast<int64_t>(malloc_usable_size(p));
 }
 
@@ -437,11 +445,32 @@ void python_free(void* ctx, void* ptr) {
   prev->free(prev->ctx, ptr);
 }
 
+// Memory an allocator gets without malloc (Python's object arenas come from mmap): counted here,
+// as Python's, with the size the allocator gives back on free.
+void* python_arena_alloc(void* ctx, size_t size) {
+  auto* prev = static_cast<ShimArenaAllocator*>(ctx);
+  void* p = prev->alloc(prev->ctx, size);
+  if (p) {
+    int outer = tls.python;
+    tls.python = 1;
+    count_alloc_sized(p, static_cast<int64_t>(size));
+    tls.python = outer;
+  }
+  return p;
+}
+
+void python_arena_free(void* ctx, void* ptr, size_t size) {
+  auto* prev = static_cast<ShimArenaAllocator*>(ctx);
+  if (ptr) forget(ptr);
+  prev->free(prev->ctx, ptr, size);
+  if (ptr) count_free(static_cast<int64_t>(size));
+}
+
 ShimApi g_api = {
     PYTEST_SCALENE_SHIM_ABI, api_arm,        api_disarm,     api_armed,
     api_take_samples,        api_release_samples, api_footprint, api_peak,
     api_leak_freed,          api_dropped,    python_malloc,  python_calloc,
-    python_realloc,          python_free,
+    python_realloc,          python_free,    python_arena_alloc, python_arena_free,
 };
 
 }  // namespace

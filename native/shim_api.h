@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PYTEST_SCALENE_SHIM_ABI 2
+#define PYTEST_SCALENE_SHIM_ABI 3
 
 extern "C" {
 
@@ -38,6 +38,13 @@ struct ShimAllocator {
   void (*free)(void* ctx, void* ptr);
 };
 
+// Same layout as PyObjectArenaAllocator.
+struct ShimArenaAllocator {
+  void* ctx;
+  void* (*alloc)(void* ctx, size_t size);
+  void (*free)(void* ctx, void* ptr, size_t size);
+};
+
 struct ShimApi {
   int abi;
   // Start sampling. Samples are signalled with `signum` (0: none) only while the thread's
@@ -61,6 +68,10 @@ struct ShimApi {
   void* (*python_calloc)(void* ctx, size_t nelem, size_t elsize);
   void* (*python_realloc)(void* ctx, void* ptr, size_t size);
   void (*python_free)(void* ctx, void* ptr);
+  // Arena allocator wrappers (ctx = a ShimArenaAllocator* holding the previous one): memory
+  // that never reaches malloc, counted in the footprint as Python's.
+  void* (*python_arena_alloc)(void* ctx, size_t size);
+  void (*python_arena_free)(void* ctx, void* ptr, size_t size);
 };
 
 }

@@ -1,17 +1,21 @@
 """Memory, leak and copy-volume profiling through the preloaded allocator shim (native/shim.cpp).
 
-While a test runs, the shim records a sample when the footprint (live malloc'd bytes) has moved
-by the threshold since the last one, when it passes the next leak high-water step, and each time
-a thread has copied 2 x threshold bytes with memcpy/memmove. It then raises SIGXCPU in the
-allocating thread, so this handler runs at the main thread's next bytecode boundary: on the line
-that allocated, when the main thread did. A sample of another thread is charged to that thread's
-current profiled line. The buffer between them loses nothing; it is drained again at the end.
+The footprint is the live bytes of malloc & co. (their usable size) plus the arenas Python's
+object allocator maps for small objects; Python's share is what comes through Python's
+allocator (its arenas and its RAW domain, where larger objects go). While a test runs, the shim
+records a sample when the footprint has moved by the threshold since the last one, when it
+passes the next leak high-water step, and each time a thread has copied 2 x threshold bytes
+with memcpy/memmove. It then raises SIGXCPU in the allocating thread, so this handler runs at
+the main thread's next bytecode boundary: on the line that allocated, when the main thread did.
+A sample of another thread is charged to that thread's current profiled line. The buffer
+between them loses nothing; it is drained again at the end.
 
 Per line (JSON keys): peak_mb and avg_mb (footprint above the test's start at the line's
 samples), alloc_mb (net growth at its grow samples), python_alloc_fraction (Python's share of
 the bytes allocated in its samples' windows), copy_mb_s (bytes copied / the line's CPU time),
 timeline, and leak_probability / leak_rate_mb_s where the line holds tracked allocations.
-Per test: peak_mb (exact high-water mark), timeline, leaks.
+Per test: peak_mb (exact high-water mark), alloc_mb, copy_mb_s (over the test's time),
+timeline, leaks.
 """
 
 from __future__ import annotations
@@ -63,6 +67,20 @@ class MemorySampler:
         self._active = False
         self._previous_handler: Any = None
         self._reset()
+        # For the whole session: memory Python's arenas took before the hooks is not counted
+        # when it is given back, so the earlier they are in, the truer the footprint.
+        self.native.install_python_hooks()
+        self._hooked = True
+
+    def close(self) -> None:
+        """Unhook Python's allocators (at the end of the session)."""
+        if self._hooked:
+            self._hooked = False
+            if not self.native.uninstall_python_hooks():
+                self.note(
+                    "another Python allocator was installed over pytest-scalene's; ours "
+                    "stays in place as a pass-through"
+                )
 
     def _reset(self) -> None:
         self._lines: dict[LineKey, _LineMemory] = {}
@@ -70,6 +88,8 @@ class MemorySampler:
         self._start_ns = time.monotonic_ns()
         self._start_footprint = 0
         self._dropped = 0
+        self._grown = 0  # the test's totals, lines or not
+        self._copied = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start_test(self, profile: TestProfile) -> None:
@@ -79,7 +99,6 @@ class MemorySampler:
             raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
         self._reset()
         self._previous_handler = signal.signal(SIGNAL, self._on_signal)
-        self.native.install_python_hooks()
         self._dropped = self.native.dropped()
         self._start_footprint = self.native.footprint()
         self._start_ns = time.monotonic_ns()
@@ -96,11 +115,6 @@ class MemorySampler:
             self._drain(sys._getframe(1))
             self._finish(profile, elapsed_s)
         finally:
-            if not self.native.uninstall_python_hooks():
-                self.note(
-                    "another Python allocator was installed over pytest-scalene's; ours "
-                    "stays in place as a pass-through"
-                )
             if signal.getsignal(SIGNAL) == self._on_signal:
                 signal.signal(SIGNAL, self._previous_handler)
             dropped = self.native.dropped() - self._dropped
@@ -140,9 +154,12 @@ class MemorySampler:
                 if line is None:
                     line = self._lines[located[0]] = _LineMemory(located[1])
             if kind == self.native.COPY:
+                self._copied += copied
                 if line is not None:
                     line.copied += copied
                 continue
+            if kind == self.native.GROW:
+                self._grown += allocated - freed
             t_s = max(0.0, (t_ns - start_ns) / 1e9)
             mb = (footprint - start_fp) / MB
             self._points.append((t_s, mb))
@@ -163,6 +180,8 @@ class MemorySampler:
         start_fp, end_fp = self._start_footprint, native.footprint()
         self._points.append((elapsed_s, (end_fp - start_fp) / MB))
         profile.extra["peak_mb"] = max(0.0, (native.peak() - start_fp) / MB)
+        profile.extra["alloc_mb"] = max(0.0, self._grown / MB)
+        profile.extra["copy_mb_s"] = self._copied / MB / elapsed_s if elapsed_s > 0 else 0.0
         profile.extra["timeline"] = timeline.reduce(self._points)
         evidence = []
         for key, line in self._lines.items():
@@ -193,9 +212,9 @@ class MemorySampler:
         profile.extra["leaks"] = leaks.report(evidence, grew, elapsed_s)
 
 
-def attach(profiler: Any) -> None:
+def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> None:
     """Add the memory collector to `profiler` when the shim is active in this process, or note
-    once why memory columns are missing."""
+    once why memory columns are missing. `add_cleanup` (config.add_cleanup) unhooks at the end."""
     options = profiler.options
     if options.memory == "no":
         return
@@ -204,6 +223,6 @@ def attach(profiler: Any) -> None:
             reason = preload.unavailable_reason() or "the allocator shim is not preloaded"
             profiler.note(f"memory, leak and copy columns are absent: {reason}")
         return
-    profiler.collectors.append(
-        MemorySampler(profiler.scope, options.memory_threshold, profiler.note)
-    )
+    sampler = MemorySampler(profiler.scope, options.memory_threshold, profiler.note)
+    profiler.collectors.append(sampler)
+    add_cleanup(sampler.close)

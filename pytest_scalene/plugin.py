@@ -45,7 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     options = ProfileOptions.from_config(config)
     config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
-    memory_sampler.attach(profiler)  # memory, leaks, copy volume: when the shim is preloaded
+    memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
     gates = GatePlugin(config, profiler, GateOptions.from_config(config))
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
     gpu = config.stash[GPU_KEY] = GpuSetup(profiler)

@@ -75,6 +75,17 @@ SCRIPT = textwrap.dedent(
     ctypes.memmove(ctypes.addressof(buf) + 2, buf, 6)
     assert buf.value == b"ababcdefij"
 
+    # Python's share: small objects come from pymalloc's arenas, counted once hooked.
+    n.install_python_hooks()
+    before = n.footprint()
+    small = [(i, i) for i in range(300_000)]  # ~20 MB of small tuples, in arenas
+    grown = n.footprint() - before
+    assert 15 * MB < grown < 40 * MB, grown
+    del small
+    assert n.footprint() - before < grown / 2
+    n.install_python_hooks()  # counted: the second uninstall unhooks
+    assert n.uninstall_python_hooks() and n.uninstall_python_hooks()
+
     # Armed: grow, shrink and copy samples, then leak tracking.
     got = []
     signal.signal(signal.SIGXCPU, lambda s, f: got.extend(n.take_samples()))
@@ -119,7 +130,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_shim_semantics_in_a_preloaded_process() -> None:
-    env = dict(os.environ, LD_PRELOAD=str(SHIM), PYTHONMALLOC="malloc")
+    env = dict(os.environ, LD_PRELOAD=str(SHIM))
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120
     )

@@ -116,12 +116,12 @@ def test_restore_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(preload.GUARD, "1")
     monkeypatch.setenv("LD_PRELOAD", "/x/libpytest_scalene_shim.so:libm.so.6")
     monkeypatch.setenv(preload.ORIGINAL_PREFIX + "LD_PRELOAD", "libm.so.6")
-    monkeypatch.setenv("PYTHONMALLOC", "malloc")
-    monkeypatch.delenv(preload.ORIGINAL_PREFIX + "PYTHONMALLOC", raising=False)
     assert preload.restore_environment()
     assert os.environ["LD_PRELOAD"] == "libm.so.6"
-    assert "PYTHONMALLOC" not in os.environ
+    assert preload.ORIGINAL_PREFIX + "LD_PRELOAD" not in os.environ
     assert not preload.restore_environment()  # only once: the guard is gone
+    monkeypatch.setenv(preload.GUARD, "1")  # the user had no LD_PRELOAD: none is left
+    assert preload.restore_environment() and "LD_PRELOAD" not in os.environ
 
 
 @needs_shim
