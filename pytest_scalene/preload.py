@@ -13,6 +13,7 @@ This runs first in pytest_load_initial_conftests, before capture starts and conf
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ def restore_environment() -> bool:
 def _why_not(early_config: pytest.Config, reexecuted: bool) -> str | None:
     if not sys.platform.startswith("linux"):
         return f"the allocator shim needs Linux (LD_PRELOAD); this is {sys.platform}"
+    if platform.libc_ver()[0] != "glibc":
+        return "the allocator shim needs glibc (it forwards to glibc's malloc)"
     path = shim_path()
     if path is None:
         return "the pytest_scalene._native extension is not built"
