@@ -4,21 +4,12 @@ array however much of it is touched, Python's share of allocations, and copy vol
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from conftest import line_at
+from shim_support import needs_shim, run_profiled_suite
 
-from pytest_scalene import preload
-
-SHIM = preload.shim_path()
-pytestmark = [
-    pytest.mark.skipif(
-        not sys.platform.startswith("linux") or SHIM is None or not SHIM.is_file(),
-        reason="the allocator shim is built on Linux only",
-    ),
-    pytest.mark.slow,
-]
+pytestmark = [needs_shim, pytest.mark.slow]
 np = pytest.importorskip("numpy")
 
 SUITE = r"""
@@ -59,21 +50,10 @@ def test_copy():
 
 @pytest.fixture
 def profiled(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
-    path = pytester.makepyfile(test_accuracy=SUITE)
     truth = pytester.path / "copy.json"
     monkeypatch.setenv("COPY_TRUTH", str(truth))
-    out = pytester.path / "profile.json"
-    result = pytester.runpytest_subprocess(
-        "--profile",
-        f"--profile-json={out}",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:hypothesispytest",
-        timeout=300,
-    )
-    result.assert_outcomes(passed=5)
-    return json.loads(out.read_text())["tests"], path, json.loads(truth.read_text())
+    tests, path = run_profiled_suite(pytester, "test_accuracy", SUITE, passed=5)
+    return tests, path, json.loads(truth.read_text())
 
 
 def test_memory_accuracy(profiled) -> None:

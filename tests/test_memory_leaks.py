@@ -5,18 +5,12 @@ drops its buffers is never reported in 20 runs."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from conftest import line_at
+from shim_support import needs_shim, run_profiled_suite
 
-from pytest_scalene import leaks, preload
-
-SHIM = preload.shim_path()
-needs_shim = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or SHIM is None or not SHIM.is_file(),
-    reason="the allocator shim is built on Linux only",
-)
+from pytest_scalene import leaks
 
 SUITE = r"""
 import json, os, time
@@ -53,21 +47,9 @@ def test_clean_twin(run):
 def test_leak_reported_and_clean_twin_never(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = pytester.makepyfile(test_leaky=SUITE)
     truth_file = pytester.path / "truth.json"
     monkeypatch.setenv("LEAK_TRUTH", str(truth_file))
-    out = pytester.path / "profile.json"
-    result = pytester.runpytest_subprocess(
-        "--profile",
-        f"--profile-json={out}",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:hypothesispytest",
-        timeout=300,
-    )
-    result.assert_outcomes(passed=21)
-    tests = json.loads(out.read_text())["tests"]
+    tests, path = run_profiled_suite(pytester, "test_leaky", SUITE, passed=21)
     truth = json.loads(truth_file.read_text())
 
     leaky = tests["test_leaky.py::test_leak"]

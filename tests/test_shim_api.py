@@ -8,15 +8,9 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
+from shim_support import SHIM, needs_shim
 
-from pytest_scalene import preload
-
-SHIM = preload.shim_path()
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or SHIM is None or not SHIM.is_file(),
-    reason="the allocator shim is built on Linux only",
-)
+pytestmark = needs_shim
 
 SCRIPT = textwrap.dedent(
     r"""

@@ -10,14 +10,9 @@ import subprocess
 import sys
 
 import pytest
+from shim_support import QUICK, needs_shim
 
 from pytest_scalene import preload
-
-SHIM = preload.shim_path()
-needs_shim = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or SHIM is None or not SHIM.is_file(),
-    reason="the allocator shim is built on Linux only",
-)
 
 ENV_SUITE = r"""
 import os, subprocess, sys
@@ -38,9 +33,6 @@ def test_capture_still_works():
     print("CAPTURED-OUTPUT")
     assert False
 """
-
-
-QUICK = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")  # hypothesis: 1 s of imports
 
 
 def _run(pytester: pytest.Pytester, *args: str, stdin: bytes | None = None) -> pytest.RunResult:

@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import pytest
+from shim_support import QUICK, needs_shim
 
-from pytest_scalene import preload
-
-SHIM = preload.shim_path()
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or SHIM is None or not SHIM.is_file(),
-    reason="the allocator shim is built on Linux only",
-)
+pytestmark = needs_shim
 
 SUITE = r"""
 import ctypes, mmap, multiprocessing as mp, os, subprocess, sys, threading
@@ -110,7 +104,7 @@ def _results(result: pytest.RunResult) -> list[str]:
 def test_same_results_with_and_without_the_profiler(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_robust=SUITE)
     out = pytester.path / "profile.json"
-    common = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-s", "-q")
+    common = (*QUICK, "-s", "-q")
     plain = pytester.runpytest_subprocess(*common, timeout=240)
     profiled = pytester.runpytest_subprocess(
         *common, "--profile", "--profile-memory=yes", f"--profile-json={out}", timeout=240
