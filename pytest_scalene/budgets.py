@@ -66,7 +66,10 @@ class BudgetResult:
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BudgetError(f"{what}: expected a number")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float's range
+        number = math.inf
     if math.isnan(number) or math.isinf(number):
         raise BudgetError(f"{what}: expected a finite number")
     if number < 0:
@@ -84,7 +87,8 @@ def parse_size(text: str, what: str, rate: bool = False) -> float:
             f"{what}: expected a number of MB or a size such as {example} "
             "(units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
         )
-    return _number(float(match.group(1)), what) * _SIZE_UNITS[unit]
+    _number(float(match.group(1)), what)  # the number as written: negative, NaN
+    return _number(float(match.group(1)) * _SIZE_UNITS[unit], what)  # '1e308 TB' overflows
 
 
 def parse_value(name: str, value: Any) -> float | bool:
