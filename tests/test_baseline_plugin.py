@@ -205,6 +205,11 @@ def _verdicts(profile: dict) -> set[tuple]:
     }
 
 
+def _outcomes(verdicts: set[tuple]) -> set[tuple]:
+    """Failed verdicts and test-level passes, without the line they name."""
+    return {(n, kind, metric, ok) for n, kind, metric, line, ok in verdicts if not ok or not line}
+
+
 @pytest.mark.slow
 def test_xdist_controller_merges_and_verdicts_match_a_plain_run(pytester, monkeypatch):
     pytester.makepyfile(test_x=XDIST_SUITE)
@@ -232,12 +237,14 @@ def test_xdist_controller_merges_and_verdicts_match_a_plain_run(pytester, monkey
     spread = run(pytester, "-n", "2", *compare, "--profile-json=spread.json")
     plain.assert_outcomes(passed=4, failed=2)
     spread.assert_outcomes(passed=4, failed=2)
-    assert _verdicts(profile_of(pytester, "plain.json")) == _verdicts(
-        profile_of(pytester, "spread.json")
-    )
-    assert ("test_x.py::test_slowed", "regression", "cpu_s", "test_x.py:10 crunch", False) in (
-        _verdicts(profile_of(pytester, "spread.json"))
-    )
+    # The same tests fail on the same metrics, and the same tests pass. Which line a verdict
+    # names, and which minor lines cross the reporting share, depends on where a test's 1-3
+    # samples fell, so only the line that carries the slowed work is pinned.
+    plain_verdicts = _verdicts(profile_of(pytester, "plain.json"))
+    spread_verdicts = _verdicts(profile_of(pytester, "spread.json"))
+    assert _outcomes(plain_verdicts) == _outcomes(spread_verdicts)
+    slowed_line = ("test_x.py::test_slowed", "regression", "cpu_s", "test_x.py:10 crunch", False)
+    assert slowed_line in plain_verdicts and slowed_line in spread_verdicts
 
 
 @pytest.mark.slow
