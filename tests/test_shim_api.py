@@ -123,17 +123,28 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_shim_semantics_in_a_preloaded_process() -> None:
+# The children run outside the checkout: there, `pytest_scalene` would be the source folder,
+# which has no built extension when the package is installed non-editable (as in CI).
+
+
+def test_shim_semantics_in_a_preloaded_process(tmp_path) -> None:
     env = dict(os.environ, LD_PRELOAD=str(SHIM))
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", SCRIPT],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "SHIM-OK" in done.stdout
 
 
-def test_shim_is_absent_without_preload() -> None:
+def test_shim_is_absent_without_preload(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     code = "from pytest_scalene import _native as n; print(n.shim_loaded())"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
     assert done.stdout.strip() == "False", done.stderr
