@@ -16,12 +16,14 @@ from .options import GateOptions, ProfileOptions, add_options
 from .profiler import Profiler
 from .speedscope_export import write_speedscope
 from .stack_recorder import StackRecorder
+from .xdist_preload import XdistPreload
 
 PROFILER_KEY = pytest.StashKey[Profiler]()
 GPU_KEY = pytest.StashKey[GpuSetup]()
 STACKS_KEY = pytest.StashKey[StackRecorder]()
 STACKS_OUTPUT_KEY = "pytest_scalene_stacks"  # a worker's stacks, in xdist's workeroutput
 BUDGET_MARKER = "perf_budget"
+XDIST_PRELOAD_NAME = "pytest_scalene_xdist_preload"
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -48,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
     memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
     gates = GatePlugin(config, profiler, GateOptions.from_config(config))
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
+    if not hasattr(config, "workerinput"):  # xdist controller: workers start preloaded too
+        config.pluginmanager.register(XdistPreload(), XDIST_PRELOAD_NAME)
     gpu = config.stash[GPU_KEY] = GpuSetup(profiler)
     config.add_cleanup(gpu.close)
     if options.gpu == "yes":
