@@ -31,6 +31,9 @@ from typing import Protocol
 
 from .call_sites import on_call
 from .model import LineKey, TestProfile
+from .sampling_timers import SamplingTimer, choose
+from .sampling_timers import _getsignal as _real_getsignal
+from .sampling_timers import _signal as _real_signal
 from .scope import CodeScope
 
 CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_REAL, signal.SIGALRM)}
@@ -86,31 +89,99 @@ class CpuSampler:
         self._until_expiry = 0.0  # timer-clock seconds from the last handler's exit to expiry
         self._was_prompt = True
         self._in_handler = False
+        self._sampling_timer: SamplingTimer | None = None
+        self.fallback_reason: str | None = None  # why the usual signal was not used
+        self.stepped_aside: str | None = None  # why sampling stopped early (signal_guard)
+        self._holds_signal = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, profile: TestProfile) -> None:
-        """Start sampling into `profile`. Raises SignalBusy if the signal or timer is taken."""
-        handler_taken = signal.getsignal(self.signum) not in (signal.SIG_DFL, signal.SIG_IGN, None)
-        if handler_taken or signal.getitimer(self.timer) != (0.0, 0.0):
-            raise SignalBusy(f"{signal.Signals(self.signum).name} is already in use")
+        """Start sampling into `profile`. When the usual signal or timer is taken, a POSIX timer
+        on a free real-time signal is used (sampling_timers); SignalBusy when neither works."""
+        try:
+            timer, self.fallback_reason = choose(self.clock, self.timer, self.signum)
+        except RuntimeError as exc:
+            raise SignalBusy(str(exc)) from None
+        self._sampling_timer = timer
+        self.signum = timer.signum
         self._prompt_s = PROMPT_FRACTION * self.interval_s
         self._profile = profile
-        self._previous_handler = signal.signal(self.signum, self._on_signal)
-        signal.setitimer(self.timer, self.interval_s, self.interval_s)
+        self._previous_handler = _real_signal(self.signum, self._on_signal)
+        self._holds_signal = True
+        timer.arm(self.interval_s)
         self._reset_clocks()
 
-    def stop(self) -> None:
-        """Stop the timer and give back the signal; the partial last interval is charged."""
+    @property
+    def itimer(self) -> int | None:
+        """The setitimer timer in use while sampling (None: a POSIX timer, or not sampling)."""
+        timer = self._sampling_timer
+        return timer.itimer if timer is not None and self._profile is not None else None
+
+    @property
+    def active(self) -> bool:
+        return self._profile is not None
+
+    @property
+    def previous_handler(self) -> object:
+        """What held the signal before the sampler: what the test would see without it."""
+        return self._previous_handler
+
+    def step_aside(self, reason: str, frame: FrameType | None) -> None:
+        """The code under test claims the sampler's signal or timer: stop sampling for the rest
+        of the test and give the signal back as it was, before the test's own call goes on.
+        `frame`: the caller's, charged with the last partial interval."""
         if self._profile is None:
             return
-        signal.setitimer(self.timer, 0.0, 0.0)
+        self.stepped_aside = reason
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self.stop(frame)
+                return
+            except Exception:  # giving the signal back matters more than the last interval
+                pass
+        self._profile = None
+        self._release()
+
+    def abandon(self) -> None:
+        """In a fork() child: never sample, give the signal back; the child's own timers were
+        not inherited. Nothing is charged: the profile is a copy the child does not report."""
+        self._profile = None
+        self._release()
+
+    def stop(self, frame: FrameType | None = None) -> None:
+        """Stop the timer and give back the signal; the partial last interval is charged."""
+        if self._profile is None:
+            self._release()  # after an error, step_aside from another thread, or abandon()
+            return
+        if self._sampling_timer is not None:
+            self._sampling_timer.disarm()
+        self._in_handler = True  # a tick already pending must not sample a second time
         try:
-            self._sample(sys._getframe(1))
+            self._sample(frame or sys._getframe(1))
         finally:
-            if signal.getsignal(self.signum) == self._on_signal:
-                signal.signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
+            self._in_handler = False
             self._profile = None
+            self._release()
             self._thread_clock.clear()
+
+    def _release(self) -> None:
+        timer, self._sampling_timer = self._sampling_timer, None
+        if timer is not None:
+            timer.disarm()
+            timer.close()
+        self._give_signal_back()
+
+    def _give_signal_back(self) -> None:
+        # Only the main thread may set handlers: from another one, stop() does it later.
+        if not self._holds_signal or threading.current_thread() is not threading.main_thread():
+            return
+        self._holds_signal = False
+        if _real_getsignal(self.signum) == self._on_signal:  # else the code under test set one
+            _real_signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
+
+    def _expiry(self) -> float:
+        timer = self._sampling_timer
+        return timer.until_expiry() if timer is not None else 0.0
 
     def _timer_now(self) -> float:
         if self.clock == "cpu":
@@ -121,7 +192,7 @@ class CpuSampler:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, time.perf_counter()
         self._timer_clock = self._timer_now()
-        self._until_expiry = signal.getitimer(self.timer)[0]
+        self._until_expiry = self._expiry()
         self._thread_clock = {
             ident: cpu for ident in sys._current_frames() if (cpu := _thread_cpu(ident)) is not None
         }
@@ -133,7 +204,7 @@ class CpuSampler:
         self._user += spent
         self._wall = time.perf_counter()
         self._timer_clock = self._timer_now()
-        self._until_expiry = signal.getitimer(self.timer)[0]
+        self._until_expiry = self._expiry()
         self._thread_clock[self._main_ident] = main_clock_at_entry + spent
 
     # -- the handler -------------------------------------------------------------------------
@@ -144,8 +215,8 @@ class CpuSampler:
         try:
             self._sample(frame)
         except Exception as exc:  # the profiler must never break the test
-            signal.setitimer(self.timer, 0.0, 0.0)
             self._profile = None
+            self._release()
             if self.on_error is not None:
                 self.on_error(exc)
         finally:

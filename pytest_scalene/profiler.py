@@ -12,6 +12,7 @@ from .cpu_sampler import CpuSampler, SampleListener, SignalBusy
 from .model import SessionProfile, TestProfile
 from .options import ProfileOptions
 from .scope import CodeScope
+from .signal_guard import SignalGuard
 
 
 class Collector(Protocol):
@@ -65,12 +66,26 @@ class Profiler:
             self.note(f"CPU sampling skipped for tests that hold the timer signal: {exc}")
             profile.extra["cpu_sampling_skipped"] = str(exc)  # CPU budgets say so, never pass
             sampler = None
+        guard = None
+        if sampler is not None:
+            if sampler.fallback_reason:
+                self.note(f"CPU sampling: {sampler.fallback_reason}")
+
+            def step_aside(reason: str) -> None:
+                self.note(f"{nodeid}: {reason}")
+                profile.extra["cpu_sampling_skipped"] = reason  # partial CPU: budgets say so
+
+            guard = SignalGuard(sampler, step_aside, in_child=self._patches.undo)
         self._patches.apply()
+        if guard is not None:
+            guard.apply()
         begin = time.perf_counter()
         try:
             yield profile
         finally:
             profile.elapsed_s += time.perf_counter() - begin
+            if guard is not None:
+                guard.undo()
             self._patches.undo()
             if sampler is not None:
                 sampler.stop()
