@@ -112,6 +112,12 @@ def add_options(parser: pytest.Parser) -> None:
         default="auto",
         help="GPU utilisation and memory through NVML (default auto)",
     )
+    add(
+        "--profile-subprocesses",
+        action="store_true",
+        help="also profile the Python child processes a profiled test starts (subprocess,"
+        " multiprocessing fork and spawn) and charge their lines to the test",
+    )
     add_gate_options(group)
 
 
@@ -195,6 +201,7 @@ class ProfileOptions:
     gpu: str
     html_path: Path | None = None
     speedscope_path: Path | None = None
+    subprocesses: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> ProfileOptions:
@@ -216,6 +223,7 @@ class ProfileOptions:
             gpu=opt("--profile-gpu"),
             html_path=opt("--profile-html"),
             speedscope_path=opt("--profile-speedscope"),
+            subprocesses=bool(opt("--profile-subprocesses")),
         )
 
 

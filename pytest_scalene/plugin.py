@@ -7,7 +7,7 @@ from collections.abc import Generator
 
 import pytest
 
-from . import flag_conflicts, memory_sampler, preload, terminal_report
+from . import child_agent, child_profiles, flag_conflicts, memory_sampler, preload, terminal_report
 from .gate_hooks import PLUGIN_NAME, GatePlugin
 from .gpu_sampler import GpuSetup
 from .html_report import write_html
@@ -35,6 +35,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None, None, None]:
     # Outermost, before capture starts and conftests load: may re-execute pytest with the
     # allocator shim preloaded (see preload.py).
+    child_agent.stop_for_nested_pytest()  # a profiled child running pytest: it profiles itself
     preload.prepare(early_config)
     return (yield)
 
@@ -48,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     options = ProfileOptions.from_config(config)
     config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
     memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
+    child_profiles.attach(profiler, config.add_cleanup)  # --profile-subprocesses
     gates = GatePlugin(config, profiler, GateOptions.from_config(config))
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
     if not hasattr(config, "workerinput"):  # xdist controller: workers start preloaded too
