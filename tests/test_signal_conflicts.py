@@ -1,0 +1,220 @@
+"""Tests that use signals, timers, faulthandler, asyncio or fork behave the same under --profile.
+
+The sample suite (tests/data/signal_suite.py) records what each test observes; it runs in
+pytester subprocesses unprofiled, with --profile (SIGPROF) and with --profile-clock=wall
+(SIGALRM), and every observation must match. The report names each signal given up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_scalene import sampling_timers
+
+SUITE = Path(__file__).parent / "data" / "signal_suite.py"
+
+
+def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str, *args: str):
+    """Run the sample suite; return its observations, the JSON profile (or None) and result."""
+    out = pytester.path / f"{name}.txt"
+    monkeypatch.setenv("SIGNAL_SUITE_OUT", str(out))
+    json_path = pytester.path / f"{name}.json"
+    extra = [f"--profile-json={json_path}"] if args else []
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, *extra)
+    profile = json.loads(json_path.read_text()) if args else None
+    return sorted(out.read_text().splitlines()), profile, result
+
+
+def _given_up(profile: dict) -> dict[str, str]:
+    return {
+        nodeid.split("::")[1]: test["cpu_sampling_skipped"]
+        for nodeid, test in profile["tests"].items()
+        if "cpu_sampling_skipped" in test
+    }
+
+
+@pytest.mark.slow
+def test_observations_match_unprofiled_and_conflicts_are_named(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_signals=SUITE.read_text())
+    plain, _, result = _run(pytester, monkeypatch, "plain")
+    result.assert_outcomes(passed=10)
+    assert "RESULT asyncio SIGPROF calls 1" in plain  # the observations are the real ones
+    assert "RESULT child killed by SIGPROF" in plain
+    assert "RESULT faulthandler.register dumps 1" in plain
+
+    cpu, cpu_profile, result = _run(pytester, monkeypatch, "cpu", "--profile")
+    result.assert_outcomes(passed=10)
+    assert cpu == plain
+    given_up = _given_up(cpu_profile)
+    assert sorted(given_up) == [
+        "test_asyncio_handler_on_sigprof",
+        "test_faulthandler_register_on_sigprof",
+        "test_own_sigprof_timer",
+    ]
+    assert "faulthandler.register" in given_up["test_faulthandler_register_on_sigprof"]
+    assert all("gave up SIGPROF" in reason for reason in given_up.values())
+    assert sum("gave up SIGPROF" in note for note in cpu_profile["notes"]) == 3
+    # Tests that leave the sampler's signal alone are profiled as usual.
+    assert cpu_profile["tests"]["test_signals.py::test_sees_no_sampler"]["cpu_python_s"] > 0.05
+
+    wall, wall_profile, result = _run(
+        pytester, monkeypatch, "wall", "--profile", "--profile-clock=wall"
+    )
+    result.assert_outcomes(passed=10)
+    assert wall == plain
+    given_up = _given_up(wall_profile)
+    assert sorted(given_up) == ["test_alarm", "test_own_sigalrm_timer"]
+    assert all("gave up SIGALRM" in reason for reason in given_up.values())
+
+
+FALLBACK_CONFTEST = """
+import signal
+calls = []
+def conftest_handler(signum, frame):
+    calls.append(signum)
+signal.signal(signal.SIGPROF, conftest_handler)
+"""
+
+FALLBACK_TESTS = """
+import signal, time
+import conftest
+
+def test_burn():
+    start = time.process_time()
+    while time.process_time() - start < 0.6:
+        pass
+
+def test_conftest_handler_untouched():
+    assert signal.getsignal(signal.SIGPROF) is conftest.conftest_handler
+    assert conftest.calls == []  # the sampler's timer never sent it SIGPROF
+"""
+
+
+@pytest.mark.slow
+def test_taken_sigprof_falls_back_to_a_posix_timer(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(FALLBACK_CONFTEST)
+    pytester.makepyfile(test_fallback=FALLBACK_TESTS)
+    json_path = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--profile", f"--profile-json={json_path}"
+    )
+    result.assert_outcomes(passed=2)
+    profile = json.loads(json_path.read_text())
+    notes = " ".join(profile["notes"])
+    assert "SIGPROF has a handler (conftest_handler)" in notes
+    assert "POSIX timer on SIGRT" in notes
+    burn = profile["tests"]["test_fallback.py::test_burn"]
+    cpu = burn["cpu_python_s"] + burn["cpu_native_s"] + burn["cpu_system_s"]
+    assert 0.4 < cpu < 0.9, cpu  # 0.6 s of CPU, sampled by the fallback timer
+    hottest = max(burn["lines"], key=lambda line: line["samples"])
+    assert hottest["function"] == "test_burn" and hottest["samples"] >= 20
+
+
+TIMEOUT_TESTS = """
+import time
+
+def test_burn():
+    start = time.process_time()
+    while time.process_time() - start < 0.3:
+        pass
+
+def test_hangs():
+    time.sleep(30)
+"""
+
+
+@pytest.mark.slow
+def test_pytest_timeout_signal_method_with_wall_clock(pytester: pytest.Pytester) -> None:
+    """pytest-timeout holds SIGALRM and ITIMER_REAL around every test: the wall clock sampler
+    falls back to a POSIX timer, and the timeout still fires as it does unprofiled."""
+    pytest.importorskip("pytest_timeout", reason="pytest-timeout is not installed")
+    pytester.makepyfile(test_timeout=TIMEOUT_TESTS)
+    args = ["-p", "no:cacheprovider", "--timeout=2", "--timeout-method=signal"]
+    plain = pytester.runpytest_subprocess(*args)
+    plain.assert_outcomes(passed=1, failed=1)
+    json_path = pytester.path / "profile.json"
+    profiled = pytester.runpytest_subprocess(
+        *args, "--profile", "--profile-clock=wall", f"--profile-json={json_path}"
+    )
+    profiled.assert_outcomes(passed=1, failed=1)
+    profiled.stdout.fnmatch_lines(["*Failed: Timeout (>2.0s)*"])
+    profile = json.loads(json_path.read_text())
+    assert any("SIGALRM has a handler" in note for note in profile["notes"])
+    burn = profile["tests"]["test_timeout.py::test_burn"]
+    assert "cpu_sampling_skipped" not in burn
+    assert burn["cpu_python_s"] + burn["cpu_native_s"] + burn["cpu_system_s"] > 0.15
+
+
+# -- the timers themselves (in this process; every handler is put back) ------------------------
+
+
+def _burn(seconds: float) -> None:
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
+
+def test_posix_cpu_timer_fires_on_cpu_time() -> None:
+    signum = sampling_timers._free_realtime_signal()
+    if signum is None or sampling_timers._libc is None:
+        pytest.skip("no free real-time signal or no timer_create here")
+    ticks: list[int] = []
+    old = signal.signal(signum, lambda s, f: ticks.append(s))
+    timer = sampling_timers.PosixTimer(sampling_timers.CLOCK_PROCESS_CPUTIME_ID, signum)
+    try:
+        timer.arm(0.01)
+        assert 0 < timer.until_expiry() <= 0.01
+        start = time.process_time()
+        _burn(0.3)
+        used = time.process_time() - start
+        timer.disarm()
+        assert timer.until_expiry() == 0.0
+        count = len(ticks)
+        time.sleep(0.05)  # wall time does not move a CPU timer; a disarmed one never fires
+        _burn(0.05)
+        assert len(ticks) == count
+    finally:
+        timer.close()
+        signal.signal(signum, old)
+    assert used / 0.01 * 0.6 <= count <= used / 0.01 * 1.2, (count, used)
+
+
+def test_c_level_handler_is_seen() -> None:
+    """faulthandler.register is invisible to signal.getsignal, not to sigaction."""
+    if sampling_timers._libc is None:
+        pytest.skip("no libc sigaction through ctypes here")
+    signum = signal.SIGUSR2
+    assert signal.getsignal(signum) == signal.SIG_DFL
+    assert sampling_timers.signal_in_use(signum) is None
+    faulthandler.register(signum)
+    try:
+        assert signal.getsignal(signum) == signal.SIG_DFL
+        assert "C-level handler" in (sampling_timers.signal_in_use(signum) or "")
+    finally:
+        faulthandler.unregister(signum)
+    assert sampling_timers.signal_in_use(signum) is None
+
+
+def test_running_interval_timer_is_busy() -> None:
+    timer = sampling_timers.IntervalTimer(signal.ITIMER_VIRTUAL, signal.SIGVTALRM)
+    assert timer.busy() is None
+    old = signal.signal(signal.SIGVTALRM, signal.SIG_IGN)
+    signal.setitimer(signal.ITIMER_VIRTUAL, 100.0)
+    try:
+        assert "interval timer is running" in (timer.busy() or "")
+        chosen, reason = sampling_timers.choose("cpu", signal.ITIMER_VIRTUAL, signal.SIGVTALRM)
+        with contextlib.closing(chosen):
+            assert isinstance(chosen, sampling_timers.PosixTimer)
+            assert reason and "sampled with a POSIX timer on SIGRT" in reason
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
