@@ -144,9 +144,12 @@ class CpuSampler:
 
     def abandon(self) -> None:
         """In a fork() child: never sample, give the signal back; the child's own timers were
-        not inherited. Nothing is charged: the profile is a copy the child does not report."""
+        not inherited. Nothing is charged: the profile is a copy the child does not report.
+        The timer is dropped untouched: it was not inherited either (setitimer and timer_create
+        timers never are), and disarming by its settings could stop a child agent's new one."""
         self._profile = None
-        self._release()
+        self._sampling_timer = None
+        self._give_signal_back()
 
     def stop(self, frame: FrameType | None = None) -> None:
         """Stop the timer and give back the signal; the partial last interval is charged."""
