@@ -162,16 +162,20 @@ class ChildAgent:
 _agent: ChildAgent | None = None
 _fork_settings: ChildSettings | None = None  # what a fork() child of this process runs with
 _hooks_installed = False
+_finishing = False
+_deferred_signal: int | None = None  # a SIGTERM that came while the profile was being written
 
 
 def set_fork_settings(settings: ChildSettings | None) -> None:
     """The profiled test's settings while it runs (None after): fork children use them."""
     global _fork_settings
     _fork_settings = settings
-    _install_fork_hook()
+    install_fork_hook()
 
 
-def _install_fork_hook() -> None:
+def install_fork_hook() -> None:
+    """Once per process. Without --profile-subprocesses too: a fork() child always gives back
+    the signals of the samplers it inherited (a copy's handler would change what they do)."""
     global _hooks_installed
     if not _hooks_installed:
         _hooks_installed = True
@@ -186,7 +190,7 @@ def _start(settings: ChildSettings) -> None:
     except OSError:
         return  # the spool is gone: the test that started us is over
     _agent, _fork_settings = agent, settings
-    _install_fork_hook()
+    install_fork_hook()
     _install_exit_hooks()
 
 
@@ -218,15 +222,15 @@ def _release_inherited_signals() -> None:
 
 
 def after_fork_in_child() -> None:
-    global _agent
+    global _agent, _finishing, _deferred_signal
     inherited, _agent = _agent, None
+    _finishing, _deferred_signal = False, None
     try:
         if inherited is not None:
             inherited.abandon()
-        if _fork_settings is None:
-            return
         _release_inherited_signals()
-        _start(_fork_settings)
+        if _fork_settings is not None:
+            _start(_fork_settings)
     except Exception as exc:  # never break the child
         print(f"pytest-scalene: forked child not profiled: {exc!r}", file=sys.stderr)
 
@@ -243,12 +247,19 @@ def stop_for_nested_pytest() -> None:
 
 # -- the ways a process ends -----------------------------------------------------------------
 def finish_current() -> None:
+    global _finishing
     agent = _agent
-    if agent is not None:
-        try:
-            agent.finish()
-        except Exception as exc:
-            print(f"pytest-scalene: child profile not written: {exc!r}", file=sys.stderr)
+    if agent is None or _finishing:
+        return
+    _finishing = True
+    try:
+        agent.finish()
+    except Exception as exc:
+        print(f"pytest-scalene: child profile not written: {exc!r}", file=sys.stderr)
+    finally:
+        _finishing = False
+    if _deferred_signal is not None:
+        _die(_deferred_signal)
 
 
 def _exit_now(status: int) -> None:
@@ -256,10 +267,18 @@ def _exit_now(status: int) -> None:
     _real_exit(status)
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    finish_current()
-    _signal(signum, signal.SIG_DFL)  # then die of it, as without us
+def _die(signum: int) -> None:
+    _signal(signum, signal.SIG_DFL)  # die of it, as without us
     os.kill(os.getpid(), signum)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    global _deferred_signal
+    if _finishing:  # e.g. Pool.terminate() while a worker writes at its normal exit
+        _deferred_signal = signum
+        return
+    finish_current()
+    _die(signum)
 
 
 def _install_exit_hooks() -> None:

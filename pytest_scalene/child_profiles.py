@@ -163,6 +163,7 @@ class ChildProfiles:
 def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> None:
     """With --profile-subprocesses: profile the children of every profiled test. The collector
     goes first, so that it stops last: children are merged after the test's own figures."""
+    child_agent.install_fork_hook()
     if not profiler.options.subprocesses:
         return
     collector = ChildProfiles(profiler)
