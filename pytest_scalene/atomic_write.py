@@ -13,7 +13,9 @@ def _umask() -> int:
     return mask
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+def write_text_atomic(path: str | os.PathLike[str], text: str, durable: bool = True) -> None:
+    """`durable=False` skips fsync: the file still replaces the old one whole, and survives the
+    writing process's crash; only a machine crash could lose it (for frequent checkpoints)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -22,7 +24,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

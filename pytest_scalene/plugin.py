@@ -7,7 +7,15 @@ from collections.abc import Generator
 
 import pytest
 
-from . import child_agent, child_profiles, flag_conflicts, memory_sampler, preload, terminal_report
+from . import (
+    child_agent,
+    child_profiles,
+    flag_conflicts,
+    json_checkpoint,
+    memory_sampler,
+    preload,
+    terminal_report,
+)
 from .gate_hooks import PLUGIN_NAME, GatePlugin
 from .gpu_sampler import GpuSetup
 from .html_report import write_html
@@ -50,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
     memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
     child_profiles.attach(profiler, config.add_cleanup)  # --profile-subprocesses
+    json_checkpoint.install(config, profiler.session, options.json_path)  # crash-safe JSON
     gates = GatePlugin(config, profiler, GateOptions.from_config(config))
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
     if not hasattr(config, "workerinput"):  # xdist controller: workers start preloaded too
