@@ -19,7 +19,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import secrets
 import signal
 import sys
 import time
@@ -73,7 +72,7 @@ class ChildAgent:
 
         self.settings = settings
         self.pid = os.getpid()
-        self.name = f"{self.pid}-{secrets.token_hex(4)}"
+        self.name = f"{self.pid}-{os.urandom(4).hex()}"
         self.profile = TestProfile(f"child process {self.pid}")
         self.notes: list[str] = []
         self._cpu: Any = None

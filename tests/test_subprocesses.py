@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from shim_support import needs_shim
 
 from pytest_scalene import child_agent
 from pytest_scalene.child_profiles import SITE_DIR, _EnvEntry, merge_child
@@ -285,3 +286,42 @@ def test_bootstrap_is_inert_without_settings(tmp_path: Path) -> None:
     code = "import sys; print(any(m.startswith('pytest_scalene') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@needs_shim
+@pytest.mark.slow
+def test_children_memory_is_charged_to_their_lines(pytester: pytest.Pytester) -> None:
+    """With the shim preloaded, children are preloaded too: a child's 200 MB allocation is on
+    its line, the test's own peak is not."""
+    pytester.makepyfile(
+        big="""
+        def allocate():
+            block = bytearray(200 * 2**20)
+            return len(block)
+
+        if __name__ == "__main__":
+            allocate()
+        """,
+        test_memory="""
+        import multiprocessing as mp, subprocess, sys
+        import big
+
+        def test_subprocess():
+            subprocess.run([sys.executable, big.__file__], check=True)
+
+        def test_fork():
+            p = mp.get_context("fork").Process(target=big.allocate)
+            p.start(); p.join()
+            assert p.exitcode == 0
+        """,
+    )
+    out = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess(
+        "--profile", "--profile-subprocesses", f"--profile-json={out}", *QUICK, timeout=300
+    )
+    result.assert_outcomes(passed=2)
+    for name, test in json.loads(out.read_text())["tests"].items():
+        line = next(ln for ln in test["lines"] if ln["file"] == "big.py" and ln["line"] == 2)
+        assert 195 <= line["peak_mb"] <= 215, (name, line)
+        assert 195 <= test["children_peak_mb"] <= 215, name
+        assert test["peak_mb"] < 20, name  # the parent's own footprint
