@@ -1,0 +1,432 @@
+"""The docs stay accurate: every option, JSON key and perf_budget keyword the code defines is
+documented, the documented defaults, units and noise-rule constants are the code's, the examples
+parse, and every relative link in docs/*.md and README.md resolves (docs/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_scalene import budgets, comparison, gate_hooks, leaks, options
+from pytest_scalene.baseline_store import BASELINE_SCHEMA
+from pytest_scalene.gates import COMPARED, METRICS
+from pytest_scalene.model import SCHEMA_VERSION, LineKey
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PACKAGE = ROOT / "pytest_scalene"
+FENCE = re.compile(r"^```.*?^```[ \t]*$", re.M | re.S)
+
+
+def read(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def prose(text: str) -> str:
+    """Markdown without its fenced code blocks."""
+    return FENCE.sub("", text)
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    pattern = re.compile(rf"^```{language}[ \t]*\n(.*?)^```", re.M | re.S)
+    return pattern.findall(text)
+
+
+def section(text: str, needle: str) -> str:
+    """The part of `text` under the first heading that contains `needle`, up to the next heading
+    of the same or a higher level."""
+    lines = prose(text).splitlines()
+    for i, line in enumerate(lines):
+        level = len(line) - len(line.lstrip("#"))
+        if level and needle in line:
+            end = next(
+                (
+                    j
+                    for j in range(i + 1, len(lines))
+                    if 0 < len(lines[j]) - len(lines[j].lstrip("#")) <= level
+                ),
+                len(lines),
+            )
+            return "\n".join(lines[i:end])
+    raise AssertionError(f"no heading containing {needle!r}")
+
+
+def table_row(text: str, first_cell: str) -> str:
+    for line in prose(text).splitlines():
+        if line.startswith(f"| {first_cell} |"):
+            return line
+    raise AssertionError(f"no table row starting with {first_cell!r}")
+
+
+# -- options ---------------------------------------------------------------------------------
+class _Recorder:
+    """Stands in for pytest's Parser and OptionGroup: records what options.add_options adds."""
+
+    def __init__(self) -> None:
+        self.options: dict[str, dict[str, Any]] = {}
+
+    def getgroup(self, *args: Any, **kwargs: Any) -> _Recorder:
+        return self
+
+    def addoption(self, *names: str, **attrs: Any) -> None:
+        for name in names:
+            self.options[name] = attrs
+
+
+def declared_options() -> dict[str, dict[str, Any]]:
+    recorder = _Recorder()
+    options.add_options(recorder)  # type: ignore[arg-type]
+    return recorder.options
+
+
+def test_the_recorder_sees_the_options():
+    found = declared_options()
+    assert len(found) >= 20 and "--profile" in found and "--profile-max-copy-mb-s" in found
+    assert found["--profile-interval"]["default"] == options.DEFAULT_INTERVAL_S
+
+
+@pytest.mark.parametrize("name", sorted(declared_options()))
+def test_every_option_has_a_section_with_its_default_choices_and_errors(name):
+    attrs = declared_options()[name]
+    doc = read("options.md")
+    anchor = _anchor_of(doc, name)
+    assert anchor[1:] in anchors(DOCS / "options.md"), f"{name}: the table links {anchor}"
+    text = section(doc, f"`{name}`")
+    assert "`" + name in text.splitlines()[0], f"{name}: no heading of its own"
+    default = attrs.get("default")
+    if default not in (None, False, []):
+        assert f"default `{default}`" in text, f"{name}: the default {default!r} is not documented"
+    for choice in attrs.get("choices") or ():
+        assert f"`{choice}`" in text, f"{name}: choice {choice!r} is not documented"
+    convert = attrs.get("type")
+    if convert is not None:
+        for message in _error_messages(convert):
+            assert message in text, f"{name}: the error {message!r} is not documented"
+
+
+def _anchor_of(doc: str, name: str) -> str:
+    """The link target the summary table uses for `name` (checked to resolve by the link test)."""
+    found = re.search(rf"^\| \[`{re.escape(name)}`\]\((#[^)]+)\)", doc, re.M)
+    assert found, f"{name} is missing from the table at the top of docs/options.md"
+    return found.group(1)
+
+
+def _error_messages(convert: Any) -> set[str]:
+    """What the option's type function says about bad values, up to the quoted value."""
+    messages = set()
+    for bad in ("abc", "0", "-1", "1.5", "nan", "."):
+        try:
+            convert(bad)
+        except argparse.ArgumentTypeError as exc:
+            messages.add(str(exc).split(", got")[0])
+    return messages
+
+
+PROFILE_FLAG = re.compile(r"(?<![\w-])--profile(?:-[a-z0-9]+)*")
+
+
+def test_every_flag_the_docs_mention_exists():
+    declared = set(declared_options())
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for flag in set(PROFILE_FLAG.findall(path.read_text(encoding="utf-8"))):
+            assert flag in declared, (
+                f"{path.name} mentions {flag}, which options.py does not declare"
+            )
+
+
+# -- the JSON profile --------------------------------------------------------------------------
+SUITE = """
+import pytest
+
+
+def work(n):
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+@pytest.mark.perf_budget(cpu_s=60, python_fraction=1.0, regression=0.5)
+def test_budgeted():
+    assert work(300_000)
+
+
+def test_plain():
+    assert work(200_000)
+"""
+
+
+def _keys(value: Any, found: set[str]) -> set[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.add(key)
+            _keys(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _keys(item, found)
+    return found
+
+
+def _extra_keys() -> set[str]:
+    """Every key the plugin's modules write into a LineStats/TestProfile `extra` dict."""
+    found: set[str] = set()
+    for path in sorted(PACKAGE.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = {
+            target.id: node.value.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            for target in node.targets
+            if isinstance(target, ast.Name) and isinstance(node.value.value, str)
+        }
+        loops = {
+            node.target.id: [e.value for e in node.iter.elts if isinstance(e, ast.Constant)]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, ast.Tuple)
+        }
+        # `for name, value in other.extra.items(): extra[name] = ...` copies keys written elsewhere
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.For)
+                and isinstance(node.target, ast.Tuple)
+                and isinstance(node.target.elts[0], ast.Name)
+                and isinstance(node.iter, ast.Call)
+                and getattr(node.iter.func, "attr", "") == "items"
+            ):
+                loops.setdefault(node.target.elts[0].id, [])
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.ctx, ast.Store)
+                and _is_extra(node.value)
+            ):
+                found |= _strings(node.slice, constants, loops)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "setdefault"
+                and _is_extra(node.func.value)
+                and node.args
+            ):
+                found |= _strings(node.args[0], constants, loops)
+    return found
+
+
+def _is_extra(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "extra") or (
+        isinstance(node, ast.Attribute) and node.attr == "extra"
+    )
+
+
+def _strings(node: ast.AST, constants: dict[str, str], loops: dict[str, list]) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Name) and node.id in loops:
+        return {v for v in loops[node.id] if isinstance(v, str)}
+    if isinstance(node, ast.Name) and node.id in constants:
+        return {constants[node.id]}
+    if isinstance(node, ast.Attribute):  # module.CONSTANT
+        for path in sorted(PACKAGE.glob("*.py")):
+            value = re.search(rf"^{node.attr} = \"(\w+)\"", path.read_text(), re.M)
+            if value:
+                return {value.group(1)}
+    raise AssertionError(f"cannot tell which key {ast.unparse(node)} writes into extra")
+
+
+def _leak_entry_keys() -> set[str]:
+    evidence = leaks.LineEvidence(LineKey("a.py", 3, "f"), mallocs=40, frees=0, grown_mb=50.0)
+    entries = leaks.report([evidence], grew=True, elapsed_s=1.0)
+    assert entries, "a line with 40 tracked allocations and no free must be reported"
+    return set(entries[0])
+
+
+def _documented_keys(doc: str) -> set[str]:
+    """The keys in the first column of the tables of docs/json-schema.md."""
+    return set(re.findall(r"^\| `(\w+)` \|", prose(doc), re.M))
+
+
+def test_extra_keys_are_found_in_the_code():
+    keys = _extra_keys()
+    # those the samplers and gates write today: if one is missing, the scan is broken
+    assert {"peak_mb", "leaks", "gpu_util_percent", "verdicts", "baseline", "wait_s"} <= keys
+
+
+def test_every_key_the_code_writes_is_documented():
+    doc = read("json-schema.md")
+    missing = sorted((_extra_keys() | _leak_entry_keys()) - _documented_keys(doc))
+    assert not missing, f"keys written by the plugin but not in docs/json-schema.md: {missing}"
+
+
+@pytest.mark.slow
+def test_every_key_of_a_real_profile_is_documented_and_every_documented_key_exists(pytester):
+    pytester.makepyfile(test_docs_suite=SUITE)
+    common = ("-p", "no:cacheprovider", "--profile", "--profile-memory=no", "--profile-gpu=no")
+    saved = pytester.runpytest_subprocess(*common, "--profile-save-baseline")
+    saved.assert_outcomes(passed=2)
+    out = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess(
+        *common,
+        "--profile-compare",
+        "--profile-repeat=2",
+        "--profile-clock=wall",
+        f"--profile-json={out}",
+    )
+    assert result.ret in (0, 1), result.stdout.str()[-2000:]
+    profile = json.loads(out.read_text())
+    assert profile["schema"] == SCHEMA_VERSION
+    budgeted = profile["tests"]["test_docs_suite.py::test_budgeted"]
+    assert budgeted["verdicts"] and budgeted["baseline"] and budgeted["repeat"] == 2
+    assert any("wait_s" in line for line in budgeted["lines"])
+
+    tests = profile.pop("tests")
+    written = _keys(profile, {"tests"}) | _keys(list(tests.values()), set())
+    doc = read("json-schema.md")
+    missing = sorted(written - _documented_keys(doc))
+    assert not missing, f"keys in a real profile but not in docs/json-schema.md: {missing}"
+
+    known = written | _extra_keys() | _leak_entry_keys()
+    stale = sorted(_documented_keys(doc) - known)
+    assert not stale, f"docs/json-schema.md documents keys the plugin never writes: {stale}"
+
+
+def test_the_json_example_is_a_profile_of_this_schema():
+    doc = read("json-schema.md")
+    (example,) = code_blocks(doc, "json")
+    profile = json.loads(example)
+    assert profile["schema"] == SCHEMA_VERSION
+    assert f"currently `{SCHEMA_VERSION}`" in doc
+    documented = _documented_keys(doc)
+    tests = profile.pop("tests")
+    unknown = sorted((_keys(profile, set()) | _keys(list(tests.values()), set())) - documented)
+    assert not unknown, f"the example has keys the tables do not document: {unknown}"
+
+
+def test_leak_reporting_thresholds_are_the_codes():
+    doc = prose(read("json-schema.md"))
+    assert f"above {leaks.REPORT_PROBABILITY:g}" in doc
+    assert f"at least {leaks.MIN_GROWTH:.0%}" in doc
+
+
+# -- budgets -----------------------------------------------------------------------------------
+UNIT_WORDS = {"s": "seconds", "": "fraction", "MB": "MB", "MB/s": "MB/s", "leaks": "`True`"}
+
+
+@pytest.mark.parametrize("keyword", budgets.KEYWORDS)
+def test_every_marker_keyword_is_documented_with_its_unit(keyword):
+    doc = read("budgets.md")
+    row = table_row(doc, f"`{keyword}`")
+    metric = METRICS.get(keyword)
+    if metric is not None:
+        assert UNIT_WORDS[metric.unit] in row, f"{keyword}: unit {metric.unit!r} not in {row!r}"
+        if metric.unit not in ("leaks",):
+            assert f"{metric.label} " in doc, f"the message label {metric.label!r} is not shown"
+
+
+def test_size_units_are_the_codes():
+    text = section(read("budgets.md"), "Values")
+    for unit in budgets._SIZE_UNITS:
+        assert re.search(rf"\b{unit}\b", text, re.I), f"size unit {unit!r} is not documented"
+
+
+def test_marker_examples_in_the_docs_are_valid():
+    calls = 0
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for block in code_blocks(path.read_text(encoding="utf-8"), "python"):
+            for node in ast.walk(ast.parse(block)):
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "perf_budget":
+                    mark = pytest.mark.perf_budget(
+                        *[ast.literal_eval(a) for a in node.args],
+                        **{k.arg: ast.literal_eval(k.value) for k in node.keywords},
+                    ).mark
+                    budgets.parse_marks([(path.name, mark)])  # raises BudgetError if invalid
+                    calls += 1
+    assert calls >= 8
+
+
+# -- baselines and the noise rule ----------------------------------------------------------------
+def test_noise_rule_constants_are_the_codes():
+    doc = read("baselines.md")
+    for metric in COMPARED:
+        row = table_row(doc, f"`{metric.name}`")
+        tolerance = comparison.DEFAULT_TOLERANCE[metric.name]
+        assert f"+{tolerance * 100:.0f}%" in row, f"{metric.name}: default tolerance"
+    assert {m.name for m in COMPARED} == set(comparison.DEFAULT_TOLERANCE)
+    rule = " ".join(section(doc, "The noise rule").split())
+    table = " ".join(section(doc, "What is compared").split())
+    assert f"max({comparison.MIN_CPU_FLOOR_S:g} s, {comparison.CPU_FLOOR_INTERVALS} intervals)" in (
+        table
+    )
+    assert f"{comparison.GPU_FLOOR_MB:g} MB" in table
+    assert f"{options.DEFAULT_MEMORY_THRESHOLD / 2**20:.1f} MB" in table
+    assert f"at least {comparison.LINE_SHARE:.0%} of the test's total" in rule
+    for pause in gate_hooks.CONFIRM_PAUSES_S:
+        assert f"{pause:g} s" in rule, f"confirmation pause {pause} s"
+    assert f"`schema` | `{BASELINE_SCHEMA}`" in doc
+
+
+# -- links -------------------------------------------------------------------------------------
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    found = set()
+    for line in prose(path.read_text(encoding="utf-8")).splitlines():
+        if re.match(r"#{1,6} ", line):
+            slug = _slug(line.lstrip("#").strip())
+            count = seen.get(slug, 0)
+            seen[slug] = count + 1
+            found.add(slug if count == 0 else f"{slug}-{count}")
+    return found
+
+
+def links(path: Path) -> list[str]:
+    text = re.sub(r"`[^`\n]*`", "", prose(path.read_text(encoding="utf-8")))
+    return LINK.findall(text)
+
+
+def test_slugs_are_githubs():
+    assert _slug("Per line (`tests[NODEID].lines[]`)") == "per-line-testsnodeidlines"
+    assert (
+        _slug("`--profile-include`, `--profile-exclude`") == "--profile-include---profile-exclude"
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [ROOT / "README.md", *sorted(DOCS.glob("*.md"))],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_relative_links_resolve(path):
+    broken = []
+    for target in links(path):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        resolved = (path.parent / file).resolve() if file else path
+        if not resolved.exists():
+            broken.append(f"{target} (no file {resolved})")
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            broken.append(f"{target} (no heading with anchor #{anchor})")
+    assert not broken, f"broken links in {path.name}: {broken}"
+
+
+def test_the_index_links_every_page():
+    index = set(links(DOCS / "README.md"))
+    pages = {p.name for p in DOCS.glob("*.md") if p.name != "README.md"}
+    assert pages - index == set(), f"docs/README.md does not link {sorted(pages - index)}"
+    assert "docs/README.md" in links(ROOT / "README.md")
