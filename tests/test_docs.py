@@ -315,6 +315,31 @@ def test_leak_reporting_thresholds_are_the_codes():
     assert f"at least {leaks.MIN_GROWTH:.0%}" in doc
 
 
+# -- the terminal report's columns -------------------------------------------------------------
+def test_every_terminal_report_column_is_documented():
+    from pytest_scalene import terminal_report
+    from pytest_scalene.model import TestProfile
+
+    profile = TestProfile("t.py::test", cpu_python_s=1.0)
+    stats = profile.line(LineKey("t.py", 3, "test"), 1)
+    stats.cpu_python_s = 1.0
+    stats.extra.update(  # every figure a line can have, so that every column appears
+        wait_s=0.5,
+        peak_mb=10.0,
+        alloc_mb=10.0,
+        python_alloc_fraction=0.5,
+        copy_mb_s=1.0,
+        gpu_util_percent=50.0,
+        gpu_peak_mb=100.0,
+    )
+    profile.extra["leaks"] = [{"file": "t.py", "line": 3, "probability": 0.99, "rate_mb_s": 1.0}]
+    titles = {"".join(c.title.split()) for c in terminal_report._columns(profile)}
+    assert len(titles) >= 11
+    documented = {"".join(t.split()) for t in re.findall(r"`([^`\n]+)`", read("reports.md"))}
+    missing = sorted(titles - documented)
+    assert not missing, f"terminal report columns not described in docs/reports.md: {missing}"
+
+
 # -- budgets -----------------------------------------------------------------------------------
 UNIT_WORDS = {"s": "seconds", "": "fraction", "MB": "MB", "MB/s": "MB/s", "leaks": "`True`"}
 
