@@ -9,6 +9,9 @@ normally, pytest_sessionfinish replaces it with the final file, without that not
 Cost: each finished test is serialised once (when it finishes) and each checkpoint joins the
 cached texts, so a checkpoint costs about one copy of the file; it skips fsync (a process crash
 keeps what was written; only a machine crash could lose it, and the final write has fsync).
+The replace still costs milliseconds on ext4, so checkpoints are capped at BUDGET of the
+session's time: in a suite of tests much shorter than a checkpoint, one is skipped when the
+cap is reached, and a crash may then also lose the few tests finished since the last one.
 Registered as plugin "scalene-json-checkpoint": `-p no:scalene-json-checkpoint` turns it off.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -25,8 +29,12 @@ from .json_report import session_to_dict, test_to_dict
 from .model import SessionProfile, TestProfile
 
 PLUGIN_NAME = "scalene-json-checkpoint"
-UNFINISHED = "unfinished: the session stopped while {nodeid} was running"
-_EMPTY_TESTS = '"tests": {}}'
+UNFINISHED = (
+    "unfinished: this file was written when {nodeid} started and the session did not finish"
+    " (a crash, os._exit or a kill at or after that test)"
+)
+BUDGET = 0.05  # the most of the session's wall time that checkpoints may take
+_EMPTY_TESTS = '"tests": {}'
 
 
 class JsonCheckpoint:
@@ -35,32 +43,43 @@ class JsonCheckpoint:
         self.path = path
         self._done: dict[str, tuple[TestProfile, str]] = {}  # nodeid -> (profile, its JSON)
         self.failed: str | None = None  # why checkpoints stopped (the final write still runs)
+        self._began = time.perf_counter()
+        self._spent = 0.0
+        self.written = self.skipped = 0
 
     def text(self, running: str) -> str:
         """The JSON profile as it stands, with a note that `running` had not finished."""
         notes = [*self.session.notes, UNFINISHED.format(nodeid=running)]
         head = SessionProfile(self.session.interval_s, self.session.clock, notes=notes)
         skeleton = json.dumps(session_to_dict(head), indent=1)
-        if not skeleton.endswith(_EMPTY_TESTS):  # "tests" is no longer last: do it the slow way
+        at = skeleton.rfind(_EMPTY_TESTS)
+        rest = skeleton[at + len(_EMPTY_TESTS) :]
+        if at < 0 or rest.strip() != "}":  # "tests" is no longer last: do it the slow way
             head.tests = self.session.tests
-            return json.dumps(session_to_dict(head), indent=1)
+            return json.dumps(session_to_dict(head), indent=1) + "\n"
         parts = []
         for nodeid, profile in self.session.tests.items():
             cached = self._done.get(nodeid)
             fresh = cached is None or cached[0] is not profile
             body = json.dumps(test_to_dict(profile)) if fresh else cached[1]  # type: ignore[index]
             parts.append(f"{json.dumps(nodeid)}: {body}")
-        return skeleton[: -len(_EMPTY_TESTS)] + '"tests": {' + ",\n".join(parts) + "}}\n"
+        return skeleton[:at] + '"tests": {\n' + ",\n".join(parts) + "\n}" + rest + "\n"
 
     def write(self, running: str) -> None:
         if self.failed is not None:
             return
+        start = time.perf_counter()
+        if self.written and self._spent > BUDGET * (start - self._began):
+            self.skipped += 1
+            return
         try:
             write_text_atomic(self.path, self.text(running), durable=False)
+            self.written += 1
         except (OSError, ValueError, TypeError) as exc:
             # The final write reports an unwritable path; a profile that cannot be serialised
             # fails there too. A checkpoint never fails a test.
             self.failed = f"{type(exc).__name__}: {exc}"
+        self._spent += time.perf_counter() - start
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logstart(self, nodeid: str) -> None:
