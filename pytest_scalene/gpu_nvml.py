@@ -84,7 +84,7 @@ def _select_handles(nvml: ModuleType) -> list[Any]:
         # CUDA stops at the first invalid entry; so do we.
         if entry.startswith(("GPU-", "MIG-")):
             handles.append(nvml.nvmlDeviceGetHandleByUUID(entry))
-        elif entry.isdigit() and int(entry) < count:
+        elif entry.isascii() and entry.isdigit() and int(entry) < count:  # not '²' or '٣'
             handles.append(nvml.nvmlDeviceGetHandleByIndex(int(entry)))
         else:
             break
