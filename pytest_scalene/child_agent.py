@@ -67,10 +67,11 @@ class ChildSettings:
 class ChildAgent:
     """Profiles this whole process (from its start or its fork) into one TestProfile."""
 
-    def __init__(self, settings: ChildSettings) -> None:
+    def __init__(self, settings: ChildSettings, scope: Any = None) -> None:
         from .model import TestProfile
 
         self.settings = settings
+        self.scope = scope  # a CodeScope for these settings (the parent's, in a fork child)
         self.pid = os.getpid()
         self.name = f"{self.pid}-{os.urandom(4).hex()}"
         self.profile = TestProfile(f"child process {self.pid}")
@@ -95,7 +96,9 @@ class ChildAgent:
 
         self.marker.touch(exist_ok=False)
         settings = self.settings
-        scope = CodeScope(settings.rootdir, settings.include, settings.exclude)
+        if self.scope is None:  # a new interpreter: sysconfig's paths cost it ~40 ms
+            self.scope = CodeScope(settings.rootdir, settings.include, settings.exclude)
+        scope = self.scope
         if settings.memory_threshold > 0:
             self._start_memory(scope)
         sampler = CpuSampler(scope, settings.interval_s, settings.clock, on_error=self._cpu_error)
@@ -160,15 +163,17 @@ class ChildAgent:
 
 _agent: ChildAgent | None = None
 _fork_settings: ChildSettings | None = None  # what a fork() child of this process runs with
+_fork_scope: Any = None  # and the CodeScope it reuses
 _hooks_installed = False
 _finishing = False
 _deferred_signal: int | None = None  # a SIGTERM that came while the profile was being written
 
 
-def set_fork_settings(settings: ChildSettings | None) -> None:
-    """The profiled test's settings while it runs (None after): fork children use them."""
-    global _fork_settings
-    _fork_settings = settings
+def set_fork_settings(settings: ChildSettings | None, scope: Any = None) -> None:
+    """The profiled test's settings while it runs (None after): fork children use them, with
+    `scope` (the profiler's CodeScope, built for the same settings)."""
+    global _fork_settings, _fork_scope
+    _fork_settings, _fork_scope = settings, scope
     install_fork_hook()
 
 
@@ -181,14 +186,14 @@ def install_fork_hook() -> None:
         os.register_at_fork(after_in_child=after_fork_in_child)
 
 
-def _start(settings: ChildSettings) -> None:
-    global _agent, _fork_settings
-    agent = ChildAgent(settings)
+def _start(settings: ChildSettings, scope: Any = None) -> None:
+    global _agent, _fork_settings, _fork_scope
+    agent = ChildAgent(settings, scope)
     try:
         agent.start()
     except OSError:
         return  # the spool is gone: the test that started us is over
-    _agent, _fork_settings = agent, settings
+    _agent, _fork_settings, _fork_scope = agent, settings, agent.scope
     install_fork_hook()
     _install_exit_hooks()
 
@@ -229,7 +234,7 @@ def after_fork_in_child() -> None:
             inherited.abandon()
         _release_inherited_signals()
         if _fork_settings is not None:
-            _start(_fork_settings)
+            _start(_fork_settings, _fork_scope)
     except Exception as exc:  # never break the child
         print(f"pytest-scalene: forked child not profiled: {exc!r}", file=sys.stderr)
 
@@ -237,10 +242,10 @@ def after_fork_in_child() -> None:
 def stop_for_nested_pytest() -> None:
     """A pytest session starting in a profiled child profiles itself (if asked): the agent
     stops without reporting, so that the two never compete for the signals or the shim."""
-    global _agent, _fork_settings
+    global _agent, _fork_settings, _fork_scope
     agent = _agent
     if agent is not None:  # only in a profiled child, not in a pytest run in-process
-        _agent = _fork_settings = None
+        _agent = _fork_settings = _fork_scope = None
         agent.finish(write=False)
 
 

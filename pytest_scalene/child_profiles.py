@@ -122,7 +122,7 @@ class ChildProfiles:
         os.environ[child_agent.ENV] = settings.to_env()
         for entry in self.entries:
             entry.apply()
-        child_agent.set_fork_settings(settings)
+        child_agent.set_fork_settings(settings, self.profiler.scope)
 
     def stop_test(self, profile: TestProfile) -> None:
         child_agent.set_fork_settings(None)

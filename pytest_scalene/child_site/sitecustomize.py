@@ -6,19 +6,20 @@ then lets the child profile itself (pytest_scalene.child_agent). Nothing here ma
 child: a Python that cannot import pytest_scalene just runs unprofiled.
 """
 
-import importlib.machinery
-import importlib.util
 import os
 import sys
+from importlib.machinery import PathFinder
 
 
 def _chain() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    spec = PathFinder.find_spec("sitecustomize", path)
     if spec is None or spec.loader is None:
         return
-    module = importlib.util.module_from_spec(spec)
+    from importlib.util import module_from_spec  # only now: it costs a child ~15 ms of imports
+
+    module = module_from_spec(spec)
     sys.modules[__name__] = module
     spec.loader.exec_module(module)
 
