@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 import tempfile
 from pathlib import Path
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
 
 
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def _swap_in(tmp: str, target: Path) -> bool:
+    """Atomically exchange `tmp` and an existing `target` (Linux renameat2), then remove the
+    old file. ext4 flushes a file renamed over an existing one to disk (auto_da_alloc), which
+    costs milliseconds on a busy disk; it does not for an exchange (about 0.3 ms for 100 KB).
+    False where unsupported (other systems, file systems without RENAME_EXCHANGE)."""
+    # Only a plain file: an exchange would move a directory or a symlink's place away.
+    if not sys.platform.startswith("linux") or target.is_symlink() or not target.is_file():
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    names = (os.fsencode(tmp), os.fsencode(target))
+    if renameat2(_AT_FDCWD, names[0], _AT_FDCWD, names[1], _RENAME_EXCHANGE) != 0:
+        return False
+    Path(tmp).unlink(missing_ok=True)  # the old file, now under the temporary name
+    return True
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str, durable: bool = True) -> None:
@@ -26,7 +50,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, durable: bool = T
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        if durable or not _swap_in(tmp, target):
+            os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

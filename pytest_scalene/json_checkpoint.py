@@ -41,7 +41,7 @@ class JsonCheckpoint:
     def __init__(self, session: SessionProfile, path: Path) -> None:
         self.session = session
         self.path = path
-        self._done: dict[str, tuple[TestProfile, str]] = {}  # nodeid -> (profile, its JSON)
+        self._done: dict[str, tuple[TestProfile, str]] = {}  # nodeid -> (profile, its entry)
         self.failed: str | None = None  # why checkpoints stopped (the final write still runs)
         self._began = time.perf_counter()
         self._spent = 0.0
@@ -61,8 +61,7 @@ class JsonCheckpoint:
         for nodeid, profile in self.session.tests.items():
             cached = self._done.get(nodeid)
             fresh = cached is None or cached[0] is not profile
-            body = json.dumps(test_to_dict(profile)) if fresh else cached[1]  # type: ignore[index]
-            parts.append(f"{json.dumps(nodeid)}: {body}")
+            parts.append(_entry(nodeid, profile) if fresh else cached[1])  # type: ignore[index]
         return skeleton[:at] + '"tests": {\n' + ",\n".join(parts) + "\n}" + rest + "\n"
 
     def write(self, running: str) -> None:
@@ -90,9 +89,13 @@ class JsonCheckpoint:
         profile = self.session.tests.get(nodeid)
         if profile is not None:
             try:
-                self._done[nodeid] = (profile, json.dumps(test_to_dict(profile)))
+                self._done[nodeid] = (profile, _entry(nodeid, profile))
             except (ValueError, TypeError):
                 self._done.pop(nodeid, None)
+
+
+def _entry(nodeid: str, profile: TestProfile) -> str:
+    return f"{json.dumps(nodeid)}: {json.dumps(test_to_dict(profile))}"
 
 
 def install(config: pytest.Config, session: SessionProfile, path: Path | None) -> None:

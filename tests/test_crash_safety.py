@@ -133,3 +133,27 @@ def test_unwritable_checkpoint_never_raises(tmp_path: Path) -> None:
     checkpoint.write("t.py::test_0")
     assert checkpoint.failed is not None and "Error" in checkpoint.failed
     checkpoint.write("t.py::test_1")  # stays off, quietly
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_atomic_write_replaces_whole_files_only(tmp_path: Path, durable: bool) -> None:
+    from pytest_scalene.atomic_write import write_text_atomic
+
+    target = tmp_path / "p.json"
+    write_text_atomic(target, "first", durable=durable)
+    write_text_atomic(target, "second", durable=durable)  # over an existing file: swapped in
+    assert target.read_text() == "second"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.json"]
+    # A directory is never swapped away, a symlink is replaced and its target left alone.
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "kept").write_text("kept")
+    with pytest.raises(OSError):
+        write_text_atomic(folder, "x", durable=durable)
+    assert (folder / "kept").read_text() == "kept"
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_text_atomic(link, "third", durable=durable)
+    assert not link.is_symlink() and link.read_text() == "third"
+    assert target.read_text() == "second"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "link.json", "p.json"]
