@@ -77,6 +77,7 @@ class ChildAgent:
         self.profile = TestProfile(f"child process {self.pid}")
         self.notes: list[str] = []
         self._cpu: Any = None
+        self._guard: Any = None
         self._memory: Any = None
         self._begin = time.perf_counter()
         self._done = False
@@ -104,9 +105,21 @@ class ChildAgent:
         sampler = CpuSampler(scope, settings.interval_s, settings.clock, on_error=self._cpu_error)
         try:
             sampler.start(self.profile)
-            self._cpu = sampler
         except SignalBusy as exc:
             self.note(f"a child process was not CPU-sampled: {exc}")
+            return
+        self._cpu = sampler
+        self._guard_signals(sampler)
+
+    def _guard_signals(self, sampler: Any) -> None:
+        """As around a test: the child's own use of the sampler's signal or timer wins."""
+        from .signal_guard import SignalGuard
+
+        self._guard = SignalGuard(sampler, self._stepped_aside)
+        self._guard.apply()
+
+    def _stepped_aside(self, reason: str) -> None:
+        self.note(f"a child process: {reason.replace('the test', 'it')} (its CPU is partial)")
 
     def _start_memory(self, scope: Any) -> None:
         try:
@@ -130,6 +143,8 @@ class ChildAgent:
         if self._done or os.getpid() != self.pid:
             return
         self._done = True
+        if self._guard is not None:
+            self._guard.undo()
         if self._cpu is not None:
             try:
                 self._cpu.stop()

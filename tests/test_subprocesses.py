@@ -325,3 +325,37 @@ def test_children_memory_is_charged_to_their_lines(pytester: pytest.Pytester) ->
         assert 195 <= line["peak_mb"] <= 215, (name, line)
         assert 195 <= test["children_peak_mb"] <= 215, name
         assert test["peak_mb"] < 20, name  # the parent's own footprint
+
+
+@pytest.mark.slow
+def test_a_child_that_claims_the_sampler_signal_keeps_it(pytester: pytest.Pytester) -> None:
+    """A child installing its own SIGPROF handler (and no timer) must never see a sample tick:
+    the child's sampler steps aside, as around a test, and says so."""
+    pytester.makepyfile(
+        claimer="""
+        import signal, sys, time
+
+        calls = []
+        signal.signal(signal.SIGPROF, lambda *args: calls.append(1))
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            sum(range(10_000))
+        sys.exit(len(calls))
+        """,
+        test_claim="""
+        import subprocess, sys
+        from pathlib import Path
+
+        def test_claim():
+            claimer = Path(__file__).with_name("claimer.py")
+            assert subprocess.run([sys.executable, str(claimer)]).returncode == 0
+        """,
+    )
+    out = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess(
+        "--profile", "--profile-subprocesses", f"--profile-json={out}", *QUICK
+    )
+    result.assert_outcomes(passed=1)
+    profile = json.loads(out.read_text())
+    assert profile["tests"]["test_claim.py::test_claim"]["children"] == 1
+    assert any("a child process: it took SIGPROF" in note for note in profile["notes"])
