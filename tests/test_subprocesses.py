@@ -164,6 +164,10 @@ def test_children_profiled_with_the_flag(
         assert test["children"] == 1, name
         assert test["cpu_python_s"] >= _child_python_s(test)  # totals include the children
         assert test["children_cpu_s"] >= 0.4, name
+        # Charged once: the loop line has the child's 0.5 s, the parent (which waited) little.
+        assert _child_python_s(test) <= 0.6, name
+        own = test["cpu_python_s"] + test["cpu_native_s"] + test["cpu_system_s"]
+        assert own - test["children_cpu_s"] < 0.25, name
         assert [s["agent"] for s in states[name]] == [True], name
     pool = _test(profile, "pool_terminated")
     assert pool["children"] == 2  # both workers reported, though terminated by SIGTERM
