@@ -82,6 +82,11 @@ def parse_size(text: str, what: str, rate: bool = False) -> float:
     example = "'50 MB/s'" if rate else "'200 MB'"
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else ""
+    if match is not None and not unit:
+        raise BudgetError(
+            f"{what}: a size given as text needs a unit, such as {example} "
+            f"(or give the number {match.group(1)} for MB{'/s' if rate else ''})"
+        )
     if match is None or unit not in _SIZE_UNITS or (match.group(3) and not rate):
         raise BudgetError(
             f"{what}: expected a number of MB or a size such as {example} "

@@ -159,6 +159,17 @@ def compare(baseline: TestEntry, current: TestEntry, rule: NoiseRule) -> Compari
                     f"measure it",
                 )
             )
+        if name in current.metrics and name not in baseline.metrics:
+            result.findings.append(
+                Finding(
+                    "not_compared",
+                    name,
+                    None,
+                    current.metrics[name],
+                    f"{metric.label} not compared: this run measured it but the baseline has "
+                    f"none (re-save the baseline to gate on it)",
+                )
+            )
         if name not in baseline.metrics or name not in current.metrics:
             continue
         judge = _Judge(name, rule, elapsed)

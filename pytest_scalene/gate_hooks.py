@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,15 +210,23 @@ class GatePlugin:
         current = baseline_store.entry_from_profile(profile, self.rootdir)
         return stored, compare(entry, current, rule), rule
 
+    def _relative(self, path: Path) -> str:
+        """Rootdir-relative, like every path in the reports, when the baselines live there."""
+        try:
+            return Path(path).resolve().relative_to(Path(self.rootdir).resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
     def _compare(self, profile: TestProfile, budget: Budget) -> list[dict[str, Any]]:
         path = baseline_store.path_for(
             self.options.baseline_dir, baseline_store.module_of(profile.nodeid)
         )
+        shown = self._relative(path)
         found = self._comparison(profile, budget)
         if found is None:
             profile.extra["baseline"] = {
-                "file": str(path),
-                "notes": [f"no baseline for this test in {path}: not compared"],
+                "file": shown,
+                "notes": [f"no baseline for this test in {shown}: not compared"],
             }
             return []
         stored, result, rule = found
@@ -229,7 +238,7 @@ class GatePlugin:
                 f"{stored.clock}; this run uses {options.interval_s} s, {options.clock}"
             )
         profile.extra["baseline"] = {
-            "file": str(path),
+            "file": shown,
             "matched_by_text": result.matched_by_text,
             "matched_by_offset": result.matched_by_offset,
             "new_lines": result.new_lines,

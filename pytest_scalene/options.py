@@ -72,7 +72,12 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="GLOB",
         help="never profile files matching GLOB (repeatable)",
     )
-    add("--profile-json", metavar="PATH", help="write the profile as JSON to PATH")
+    add(
+        "--profile-json",
+        type=_output_file,
+        metavar="PATH",
+        help="write the profile as JSON to PATH",
+    )
     add(
         "--profile-html",
         type=_output_file,
@@ -206,7 +211,6 @@ class ProfileOptions:
     @classmethod
     def from_config(cls, config: pytest.Config) -> ProfileOptions:
         opt = config.getoption
-        json_path = opt("--profile-json")
         return cls(
             # Baselines need every test profiled, not only the budgeted ones.
             enabled=bool(
@@ -216,7 +220,7 @@ class ProfileOptions:
             clock=opt("--profile-clock"),
             include=tuple(opt("--profile-include")),
             exclude=tuple(opt("--profile-exclude")),
-            json_path=Path(json_path) if json_path else None,
+            json_path=opt("--profile-json"),
             top=opt("--profile-top"),
             memory=opt("--profile-memory"),
             memory_threshold=opt("--profile-memory-threshold"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator
+from pathlib import Path
 
 import pytest
 
@@ -127,11 +128,15 @@ def _write_report_files(session: pytest.Session, profiler: Profiler) -> None:
             elif recorder is not None:
                 write_speedscope(profiler.session, recorder, path)
         except OSError as exc:
-            reporter = config.pluginmanager.get_plugin("terminalreporter")
-            message = f"pytest-scalene: cannot write {option} file {path}: {exc.strerror or exc}"
-            if reporter is not None:
-                reporter.write_line(message, red=True, bold=True)
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            _report_unwritable(session, option, path, exc)
+
+
+def _report_unwritable(session: pytest.Session, option: str, path: Path, exc: OSError) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"pytest-scalene: cannot write {option} file {path}: {exc.strerror or exc}"
+    if reporter is not None:
+        reporter.write_line(message, red=True, bold=True)
+    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -155,4 +160,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker: its profiles go to the controller, which writes the file
-    write_json(profiler.session, profiler.options.json_path)
+    try:
+        write_json(profiler.session, profiler.options.json_path)
+    except OSError as exc:
+        _report_unwritable(session, "--profile-json", profiler.options.json_path, exc)

@@ -107,7 +107,11 @@ def prepare(early_config: pytest.Config) -> None:
     reexecuted = restore_environment()
     ns: Any = early_config.known_args_namespace
     memory = getattr(ns, "profile_memory", "auto")
-    wanted = memory == "yes" or (memory == "auto" and getattr(ns, "profile", False))
+    # auto: whenever tests are profiled, baselines included (so that they hold memory figures).
+    profiling = any(
+        getattr(ns, name, False) for name in ("profile", "profile_save_baseline", "profile_compare")
+    )
+    wanted = memory == "yes" or (memory == "auto" and profiling)
     if not wanted or shim_loaded():
         return
     reason = _why_not(early_config, reexecuted)

@@ -27,6 +27,8 @@ LINE_SPARK_WIDTH = 10
 MIN_SOURCE_WIDTH = 16
 MIN_CHART_MB = 0.1  # a footprint below this has no shape worth drawing: noise at full height
 INDENT = "  "
+# [is a baseline comparison][passed]: budgets and baseline verdicts, each 11 wide
+VERDICT_LABELS = (("budget FAIL", "budget ok  "), ("regressed  ", "baseline ok"))
 
 
 # -- text width ------------------------------------------------------------------------------
@@ -271,7 +273,7 @@ def _header(profile: TestProfile, width: int) -> list[str]:
 
     for verdict in profile.extra.get("verdicts") or []:
         if isinstance(verdict, dict):
-            label = "budget ok  " if verdict.get("passed") else "budget FAIL"
+            label = VERDICT_LABELS[verdict.get("kind") == "regression"][bool(verdict.get("passed"))]
             out += _wrap(_verdict_text(verdict), width, f"{INDENT}{label} ", INDENT + " " * 12)
     for (file, line), leak in sorted(_leaks(profile).items()):
         text = (
@@ -350,9 +352,11 @@ def _summary(tests: list[TestProfile], width: int) -> list[str]:
     if any(peaks):
         parts.append(f"highest peak {max(peaks):.1f} MB")
     verdicts = [v for t in tests for v in t.extra.get("verdicts") or [] if isinstance(v, dict)]
-    if verdicts:
-        failed = sum(1 for v in verdicts if not v.get("passed"))
-        parts.append(f"budgets {failed} failed of {len(verdicts)}")
+    for kind, name in (("budget", "budgets"), ("regression", "baseline comparisons")):
+        judged = [v for v in verdicts if (v.get("kind") == "regression") == (kind == "regression")]
+        if judged:
+            failed = sum(1 for v in judged if not v.get("passed"))
+            parts.append(f"{name} {failed} failed of {len(judged)}")
     leaks = sum(len(_leaks(t)) for t in tests)
     if leaks:
         parts.append(f"{leaks} likely leak{'s' if leaks != 1 else ''}")

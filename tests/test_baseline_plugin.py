@@ -7,6 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
+from shim_support import needs_shim
 
 WORKLOAD = """
 import os
@@ -75,6 +76,7 @@ def test_edits_above_and_inside_a_function_still_match_its_lines(pytester, monke
     result.assert_outcomes(passed=2)
     baseline = profile_of(pytester)["tests"]["test_mod.py::test_crunch"]["baseline"]
     assert baseline["matched_by_text"] >= 1 and baseline["matched_by_offset"] == 0
+    assert baseline["file"] == "baselines/test_mod.py.json"  # rootdir-relative, like every path
     assert not [n for n in baseline["notes"] if "new line" in n or "vanished line" in n]
 
 
@@ -273,3 +275,27 @@ def test_junit_properties_and_markdown_summary(pytester):
     assert "**1 of 1 gates failed** in 1 of 2 profiled tests (budget: 1)." in summary
     assert "| `test_mod.py::test_crunch` | budget | cpu_s | 0.001 s |" in summary
     assert "`total += i * i % 7`" in summary  # the top lines, with their source
+
+
+@pytest.mark.slow
+@needs_shim
+def test_baselines_hold_memory_and_a_one_sided_metric_is_reported(pytester):
+    pytester.makepyfile(
+        test_mem="import numpy as np\n\n\ndef test_big():\n    assert np.ones(20_000_000).sum()\n"
+    )
+    nodeid, stored_at = "test_mem.py::test_big", pytester.path / "baselines" / "test_mem.py.json"
+
+    def notes_of_compare(*args: str) -> list[str]:
+        run(pytester, "--profile-compare", "--profile-json=p.json", *args).assert_outcomes(passed=1)
+        return profile_of(pytester, "p.json")["tests"][nodeid]["baseline"]["notes"]
+
+    run(pytester, "--profile-save-baseline").assert_outcomes(
+        passed=1
+    )  # memory on without --profile
+    assert json.loads(stored_at.read_text())["tests"][nodeid]["metrics"]["peak_mb"] > 150
+    notes = notes_of_compare("--profile-memory=no")
+    assert any("not compared: the baseline has it" in n for n in notes), notes
+
+    run(pytester, "--profile-save-baseline", "--profile-memory=no").assert_outcomes(passed=1)
+    notes = notes_of_compare()
+    assert any("not compared: this run measured it but the baseline has none" in n for n in notes)

@@ -108,6 +108,7 @@ def test_closest_mark_wins_per_keyword():
         ({"peak_mb": "lots"}, (), "peak_mb='lots': expected a number of MB or a size"),
         ({"peak_mb": "-5 MB"}, (), "peak_mb='-5 MB': must not be negative"),
         ({"peak_mb": "200 MB/s"}, (), "peak_mb='200 MB/s': expected a number of MB"),
+        ({"peak_mb": "200"}, (), "peak_mb='200': a size given as text needs a unit"),
         ({"python_fraction": 1.5}, (), "python_fraction=1.5: expected a fraction"),
         ({"leaks": 0}, (), "leaks=0: expected True (leaks allowed) or False"),
         ({"regression": "ten%"}, (), "regression='ten%': expected a fraction"),

@@ -156,6 +156,14 @@ def test_a_metric_this_run_did_not_measure_is_reported():
     assert note.metric == "peak_mb" and not note.failed
 
 
+def test_a_metric_the_baseline_lacks_is_reported():
+    cpu_only_baseline = entry(*BASE.lines, cpu_s=BASE.metrics["cpu_s"])
+    result = compare(cpu_only_baseline, BASE, RULE)
+    [note] = [f for f in result.findings if f.kind == "not_compared"]
+    assert note.metric == "peak_mb" and not note.failed
+    assert "baseline has none" in note.message
+
+
 def test_much_faster_than_the_baseline_is_a_hint():
     faster = entry(*BASE.lines, cpu_s=0.3, peak_mb=210.0)
     [hint] = [f for f in compare(BASE, faster, RULE).findings if f.kind == "improved"]

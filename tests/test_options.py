@@ -12,6 +12,7 @@ import pytest
         (["--profile-clock=gpu"], "invalid choice: 'gpu'"),
         (["--profile-top=0"], "expected a whole number >= 1, got '0'"),
         (["--profile-memory-threshold=ten"], "expected a whole number, got 'ten'"),
+        (["--profile-json=."], "--profile-json: expected a file path, got the directory '.'"),
     ],
 )
 def test_bad_option_values_are_usage_errors(pytester, args, message):
@@ -19,6 +20,18 @@ def test_bad_option_values_are_usage_errors(pytester, args, message):
     result = pytester.runpytest("--profile", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_unwritable_json_path_is_one_line_not_a_traceback(pytester):
+    pytester.makepyfile("def test_x(): pass")
+    pytester.makefile(".txt", notadir="")  # a file where the path wants a folder
+    result = pytester.runpytest("--profile", "--profile-memory=no", "--profile-json=notadir.txt/o")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines(
+        ["pytest-scalene: cannot write --profile-json file notadir.txt/o: *"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 def test_without_profile_nothing_is_profiled(pytester):

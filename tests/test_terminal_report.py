@@ -79,6 +79,25 @@ def test_header_shows_time_peak_verdicts_leaks_and_sparkline(tmp_path: Path) -> 
     assert "leak        etl/load.py:11  probability 99%  78.4 MB/s" in block
 
 
+def test_baseline_verdicts_are_labelled_apart_from_budgets(tmp_path: Path) -> None:
+    write_sources(tmp_path)
+    session = sample_session()
+    etl = session.tests["tests/test_etl.py::test_load_frame"]
+    etl.extra["verdicts"].append(
+        {
+            "kind": "regression",
+            "metric": "cpu_s",
+            "passed": False,
+            "message": "CPU time regressed: 2.10 s vs baseline 1.00 s (+110%, allowed +30%)",
+        }
+    )
+    text = render(session, str(tmp_path))
+    assert "regressed   CPU time regressed: 2.10 s vs baseline 1.00 s" in text
+    assert "budget ok   cpu time 2.10 s" in text
+    header = " ".join(text.split("\n\n")[0].split())  # the summary, however it wrapped
+    assert "budgets 1 failed of 2 baseline comparisons 1 failed of 1" in header
+
+
 def _many_lines_session(root: Path, tests: int, lines: int) -> SessionProfile:
     source = "".join(f"v{i} = {i}\n" for i in range(1, lines * 3 + 1))
     (root / "big.py").write_text(source)
