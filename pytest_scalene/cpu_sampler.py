@@ -20,6 +20,7 @@ The handler never nests: while it waits for the GIL, the next signal may already
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import signal
 import sys
@@ -108,7 +109,12 @@ class CpuSampler:
         self._profile = profile
         self._previous_handler = _real_signal(self.signum, self._on_signal)
         self._holds_signal = True
-        timer.arm(self.interval_s)
+        try:
+            timer.arm(self.interval_s)
+        except OSError as exc:
+            self._profile = None
+            self._release()
+            raise SignalBusy(f"the sampler's timer failed: {exc}") from None
         self._reset_clocks()
 
     @property
@@ -179,8 +185,14 @@ class CpuSampler:
         if not self._holds_signal or threading.current_thread() is not threading.main_thread():
             return
         self._holds_signal = False
-        if _real_getsignal(self.signum) == self._on_signal:  # else the code under test set one
-            _real_signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
+        if _real_getsignal(self.signum) != self._on_signal:  # the code under test set one
+            return
+        # A tick still pending (the signal blocked in every thread) would otherwise reach the
+        # default action, which for SIGPROF, SIGALRM and real-time signals ends the process.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if self.signum in signal.sigpending():
+                signal.sigtimedwait([self.signum], 0)
+        _real_signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
 
     def _expiry(self) -> float:
         timer = self._sampling_timer

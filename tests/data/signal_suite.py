@@ -58,7 +58,8 @@ def _ticks(name, signum, itimer, interval=0.05):
         signal.setitimer(itimer, 0, 0)
         signal.signal(signum, old)
         expected = (clock() - start) / interval
-    on_time = abs(len(ticks) - expected) <= max(2, 0.25 * expected)
+    # Loose: a loaded machine delays and merges ticks; the sampler's own would be 5x as many.
+    on_time = 0.5 * expected - 2 <= len(ticks) <= 1.5 * expected + 2
     report(name, old, previous, set(ticks) == {signum}, on_time)
 
 
