@@ -46,13 +46,14 @@ def test_observations_match_unprofiled_and_conflicts_are_named(
 ) -> None:
     pytester.makepyfile(test_signals=SUITE.read_text())
     plain, _, result = _run(pytester, monkeypatch, "plain")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=11)
     assert "RESULT asyncio SIGPROF calls 1" in plain  # the observations are the real ones
     assert "RESULT child killed by SIGPROF" in plain
     assert "RESULT faulthandler.register dumps 1" in plain
+    assert "RESULT survived unblocking SIGPROF True" in plain
 
     cpu, cpu_profile, result = _run(pytester, monkeypatch, "cpu", "--profile")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=11)
     assert cpu == plain
     given_up = _given_up(cpu_profile)
     assert sorted(given_up) == [
@@ -69,7 +70,7 @@ def test_observations_match_unprofiled_and_conflicts_are_named(
     wall, wall_profile, result = _run(
         pytester, monkeypatch, "wall", "--profile", "--profile-clock=wall"
     )
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=11)
     assert wall == plain
     given_up = _given_up(wall_profile)
     assert sorted(given_up) == ["test_alarm", "test_own_sigalrm_timer"]

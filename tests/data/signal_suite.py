@@ -13,6 +13,8 @@ import signal
 import tempfile
 import time
 
+import pytest
+
 
 def burn(seconds):
     start = time.process_time()
@@ -151,3 +153,15 @@ def test_fork_child_has_default_signals():
             os._exit(7)
     _, status = os.waitpid(pid, 0)
     report("child killed by", os.WIFSIGNALED(status) and signal.Signals(os.WTERMSIG(status)).name)
+
+
+@pytest.fixture
+def sigprof_blocked_until_teardown():
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
+    yield
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF})  # a pending SIGPROF lands now
+    report("survived unblocking SIGPROF", True)
+
+
+def test_blocks_sigprof_past_its_end(sigprof_blocked_until_teardown):
+    burn(0.2)
