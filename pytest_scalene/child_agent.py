@@ -92,10 +92,17 @@ class ChildAgent:
 
     def start(self) -> None:
         """Raises OSError when the spool is gone (the test is over): then nothing runs."""
+        self.marker.touch(exist_ok=False)
+        try:
+            self._start_samplers()
+        except BaseException:
+            self.marker.unlink(missing_ok=True)
+            raise
+
+    def _start_samplers(self) -> None:
         from .cpu_sampler import CpuSampler, SignalBusy
         from .scope import CodeScope
 
-        self.marker.touch(exist_ok=False)
         settings = self.settings
         if self.scope is None:  # a new interpreter: sysconfig's paths cost it ~40 ms
             self.scope = CodeScope(settings.rootdir, settings.include, settings.exclude)
@@ -113,10 +120,13 @@ class ChildAgent:
 
     def _guard_signals(self, sampler: Any) -> None:
         """As around a test: the child's own use of the sampler's signal or timer wins."""
-        from .signal_guard import SignalGuard
+        try:
+            from .signal_guard import SignalGuard
 
-        self._guard = SignalGuard(sampler, self._stepped_aside)
-        self._guard.apply()
+            self._guard = SignalGuard(sampler, self._stepped_aside)
+            self._guard.apply()
+        except Exception as exc:  # sampling goes on unguarded
+            self.note(f"a child process's signals were not guarded: {exc!r}")
 
     def _stepped_aside(self, reason: str) -> None:
         self.note(f"a child process: {reason.replace('the test', 'it')} (its CPU is partial)")
@@ -167,7 +177,9 @@ class ChildAgent:
         from .json_report import test_to_dict
 
         payload = {"pid": self.pid, "notes": self.notes, "profile": test_to_dict(self.profile)}
-        write_text_atomic(Path(self.settings.spool, self.name + ".json"), json.dumps(payload))
+        # No fsync: the parent reads it at once; only a machine crash could lose it.
+        path = Path(self.settings.spool, self.name + ".json")
+        write_text_atomic(path, json.dumps(payload), durable=False)
 
     def abandon(self) -> None:
         """In a fork() child of this agent's process: the copy is not the child's to report."""
