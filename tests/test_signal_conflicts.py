@@ -65,7 +65,8 @@ def test_observations_match_unprofiled_and_conflicts_are_named(
     assert all("gave up SIGPROF" in reason for reason in given_up.values())
     assert sum("gave up SIGPROF" in note for note in cpu_profile["notes"]) == 3
     # Tests that leave the sampler's signal alone are profiled as usual.
-    assert cpu_profile["tests"]["test_signals.py::test_sees_no_sampler"]["cpu_python_s"] > 0.05
+    quiet = cpu_profile["tests"]["test_signals.py::test_sees_no_sampler"]
+    assert quiet["cpu_python_s"] + quiet["cpu_native_s"] + quiet["cpu_system_s"] > 0.1
 
     wall, wall_profile, result = _run(
         pytester, monkeypatch, "wall", "--profile", "--profile-clock=wall"
