@@ -16,9 +16,10 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
+if TYPE_CHECKING:  # pytest itself is imported only where needed: profiled children import this
+    import pytest
 
 GUARD = "PYTEST_SCALENE_REEXEC"
 ORIGINAL_PREFIX = "PYTEST_SCALENE_ORIG_"
@@ -123,5 +124,7 @@ def prepare(early_config: pytest.Config) -> None:
         except OSError as exc:
             reason = f"re-executing pytest with the shim preloaded failed: {exc}"
     if memory == "yes":
+        import pytest
+
         raise pytest.UsageError(f"--profile-memory=yes: {reason}")
     _unavailable = reason
