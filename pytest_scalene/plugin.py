@@ -16,6 +16,7 @@ from . import (
     memory_sampler,
     preload,
     terminal_report,
+    xdist_relay,
 )
 from .gate_hooks import PLUGIN_NAME, GatePlugin
 from .gpu_sampler import GpuSetup
@@ -60,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
     child_profiles.attach(profiler, config.add_cleanup)  # --profile-subprocesses
     json_checkpoint.install(config, profiler.session, options.json_path)  # crash-safe JSON
+    xdist_relay.install(config, profiler.session)  # a crashed xdist worker loses one test
     gates = GatePlugin(config, profiler, GateOptions.from_config(config))
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
     if not hasattr(config, "workerinput"):  # xdist controller: workers start preloaded too

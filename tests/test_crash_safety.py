@@ -157,3 +157,27 @@ def test_atomic_write_replaces_whole_files_only(tmp_path: Path, durable: bool) -
     assert not link.is_symlink() and link.read_text() == "third"
     assert target.read_text() == "second"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "link.json", "p.json"]
+
+
+@pytest.mark.slow
+def test_crashed_xdist_worker_loses_only_its_running_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's profiles come with its reports: the tests it ran before crashing are kept."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed")
+    monkeypatch.setenv("CRASH_KIND", "segfault")
+    pytester.makepyfile(test_crash=CRASHING_SUITE)
+    quick = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-n", "1")
+    plain = pytester.runpytest_subprocess(*quick, timeout=120)
+    plain.assert_outcomes(passed=2, failed=1)  # xdist replaces the crashed worker
+    out = pytester.path / "profile.json"
+    profiled = pytester.runpytest_subprocess(
+        *quick, "--profile", f"--profile-json={out}", timeout=120
+    )
+    profiled.assert_outcomes(passed=2, failed=1)
+    assert profiled.ret == plain.ret
+    tests = json.loads(out.read_text())["tests"]
+    assert sorted(tests) == ["test_crash.py::test_1_first", "test_crash.py::test_3_after"]
+    first = tests["test_crash.py::test_1_first"]
+    assert first["outcome"] == "passed"
+    assert first["cpu_python_s"] + first["cpu_native_s"] + first["cpu_system_s"] > 0.3
