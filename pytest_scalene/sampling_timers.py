@@ -52,7 +52,7 @@ class _Sigevent(ctypes.Structure):  # the kernel's 64-byte struct sigevent
         ("value", ctypes.c_void_p),
         ("signo", ctypes.c_int),
         ("notify", ctypes.c_int),
-        ("_pad", ctypes.c_byte * 48),
+        ("_pad", ctypes.c_byte * (64 - ctypes.sizeof(ctypes.c_void_p) - 8)),
     ]
 
 
