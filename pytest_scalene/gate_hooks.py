@@ -63,6 +63,8 @@ class GatePlugin:
         self.baselines: dict[str, baseline_store.ModuleBaseline] = {}
         self.summary: list[str] = []  # lines for the terminal summary
         self.worker = xdist_bridge.is_worker(config)
+        # Tests whose call phase runs: their subtests' reports (when == "call") are not judged.
+        self._in_call: set[str] = set()
 
     # -- session ---------------------------------------------------------------------------------
     def availability(self) -> Availability:
@@ -127,14 +129,18 @@ class GatePlugin:
             error = str(exc)
         if error is not None:
             pytest.fail(error, pytrace=False)  # the test does not run: its marker is wrong
-        result = yield
-        if item.nodeid not in self.profiler.session.tests:
+        self._in_call.add(item.nodeid)
+        try:
+            result = yield
+            if item.nodeid not in self.profiler.session.tests:
+                return result
+            if self.options.repeat > 1:
+                run_again(self.profiler, item.nodeid, self.options.repeat - 1, item.runtest)
+            if self.options.compare:
+                self._confirm_cpu_regressions(item)
             return result
-        if self.options.repeat > 1:
-            run_again(self.profiler, item.nodeid, self.options.repeat - 1, item.runtest)
-        if self.options.compare:
-            self._confirm_cpu_regressions(item)
-        return result
+        finally:
+            self._in_call.discard(item.nodeid)
 
     def _confirm_cpu_regressions(self, item: pytest.Item) -> None:
         """A CPU regression must survive more runs after a pause before it fails: on a shared
@@ -156,7 +162,10 @@ class GatePlugin:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         profile = self.profiler.session.tests.get(item.nodeid)
-        if report.when != "call" or profile is None:
+        # A subtest's report (unittest's subTest, the subtests fixture) comes while the call
+        # runs: judging each one grew user_properties, which every later subtest report
+        # copies (quadratic: 6000 subtests took 1.5 GB), and judged a half-run profile.
+        if report.when != "call" or profile is None or item.nodeid in self._in_call:
             return report
         try:
             failures = self._judge(item, report, profile)
