@@ -17,6 +17,7 @@ def draw(results: dict[str, Any], path: Path) -> str | None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError as exc:
         return f"matplotlib is not installed ({exc})"
     per = results["overhead"]["per_workload"]
@@ -31,6 +32,9 @@ def draw(results: dict[str, Any], path: Path) -> str | None:
     ax.axhline(TARGET_CPU, color="k", lw=0.8, ls="--")
     ax.axhline(TARGET_FULL, color="k", lw=0.8, ls=":")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_yticks([0.5, 1, 1.25, 2, 4, 8, 16])
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
     ax.set_ylabel("wall time / unprofiled (log)")
     ax.set_title("Overhead (dashed 1.05x, dotted 1.25x)")
@@ -39,11 +43,12 @@ def draw(results: dict[str, Any], path: Path) -> str | None:
     touch = results["accuracy"]["touch"]
     ax = axes[1]
     fractions = [100 * f for f in touch["fractions"]]
-    ax.plot(fractions, [touch.get("truth_mb", 512)] * len(fractions), "k--", label="truth")
-    for entry in touch["tools"].values():
+    truth = touch.get("truth_mb", 512)
+    ax.axhspan(truth * 0.98, truth * 1.02, color="0.85", label="truth ±2%")
+    for entry, marker in zip(touch["tools"].values(), "osv^", strict=False):
         pts = [(f, p) for f, p in zip(fractions, entry["peak_mb"], strict=False) if p is not None]
         if pts:
-            ax.plot(*zip(*pts, strict=True), "o-", label=entry["label"])
+            ax.plot(*zip(*pts, strict=True), marker + "-", label=entry["label"], alpha=0.8)
     ax.set_xlabel("% of the 512 MiB touched")
     ax.set_ylabel("reported peak, MiB")
     ax.set_ylim(0, 600)

@@ -58,7 +58,9 @@ def _overhead_section(results: dict[str, Any]) -> str:
         f"Wall-clock time of the whole `pytest` run under each tool divided by the unprofiled "
         f"run of the same round; median of {ov['raw']['rounds']} interleaved rounds (the order "
         f"of the runs rotates each round). Load average at the start of each round and at the "
-        f"end: {loads}.",
+        f"end: {loads}. A blank cell: not run on that workload (in the full run, the peers "
+        "that no target names run on one workload of each kind, to stay under 30 minutes; "
+        "pytest-memray runs on the pytest suite only).",
         _table(header, rows),
         "CPU time (user + system of the whole process tree, the tool's own processes "
         "included), same runs. On a shared machine this is the steadier figure; an "
@@ -175,11 +177,14 @@ def _environment_section(results: dict[str, Any]) -> str:
     return (
         "## Machine and versions\n\n"
         f"- Date: {results['date']}; mode: {results['mode']} (scale {results['scale']}, "
-        f"{results['overhead']['raw']['rounds']} rounds); whole run {results['elapsed_s']:.0f} s\n"
+        f"{results['overhead']['raw']['rounds']} rounds); whole run {results['elapsed_s']:.0f} s"
+        + (f" ({results['cpu_s']:.0f} s of CPU)" if "cpu_s" in results else "")
+        + "\n"
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; "
         f"Python {m['python']}; commit {m['commit']}\n"
         f"- Load average (1 min) at start / end: {results['load_start']} / {results['load_end']}"
-        " (other helpers' work shares this machine: compare the CPU-time ratios)\n"
+        " (above the core count, other work shared the machine: the CPU-time ratios are the "
+        "steadier figure)\n"
         f"- Versions: {versions}\n"
         "- Every run: `python -m pytest -q -p pytest_scalene.plugin ...` with plugin autoload "
         "off, one BLAS thread, from benchmarks/workloads (its own rootdir); py-spy: "

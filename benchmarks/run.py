@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -150,6 +151,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     results["load_end"] = round(os.getloadavg()[0], 2)
     results["elapsed_s"] = round(time.perf_counter() - STARTED, 1)
+    # CPU of this process and every run it waited for: the wall time on an idle machine.
+    used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    results["cpu_s"] = round(sum(u.ru_utime + u.ru_stime for u in used), 1)
     page = report.write(results, out)
     log(f"wrote {page}")
     for target, measured, ok, why in targets.targets(results):

@@ -7,6 +7,7 @@ difference between a tool's run and the unprofiled run is the tool.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -205,7 +206,8 @@ def measure(
 
         def kill() -> None:  # the process group this call started, on timeout only
             killed.append(_stacks(ctx, proc.pid))
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.killpg(proc.pid, signal.SIGKILL)
 
         timer = threading.Timer(timeout_s, kill)
         timer.start()
