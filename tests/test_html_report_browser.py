@@ -22,6 +22,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -90,6 +91,7 @@ class Browser:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            start_new_session=True,  # its helper processes go with it (close kills the group)
         )
         os.close(to_browser_r)
         os.close(from_browser_w)
@@ -98,10 +100,14 @@ class Browser:
         self._reader.start()
         self._next_id = 0
         self.events: list[dict[str, Any]] = []
-        target = self.call("Target.createTarget", {"url": "about:blank"}, session=None)
-        attached = self.call(
-            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}, None
-        )
+        try:
+            target = self.call("Target.createTarget", {"url": "about:blank"}, session=None)
+            attached = self.call(
+                "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}, None
+            )
+        except BaseException:  # no browser left behind when the start fails (a slow machine)
+            self.close()
+            raise
         self.session: str | None = attached["sessionId"]
 
     def _read(self) -> None:
@@ -229,6 +235,8 @@ class Browser:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # renderers and zygotes it left
         os.close(self._to_browser)
 
 
