@@ -43,7 +43,8 @@ cmake --build "$build" --target _native -j2 >/dev/null
 
 pkg=$build/pkg/pytest_scalene
 rm -rf "$build/pkg" && mkdir -p "$pkg"
-cp pytest_scalene/*.py pytest_scalene/*.html "$pkg/"
+cp -r pytest_scalene/. "$pkg/"  # sources, template, child_site/
+find "$pkg" \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
 cp "$build"/_native*.so "$build/libpytest_scalene_shim.so" "$pkg/"
 [ -x "$build/venv/bin/python" ] || "$python" -m venv --without-pip "$build/venv"
 site=$("$build/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
