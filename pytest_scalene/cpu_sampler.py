@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import resource
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+
+# Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
+from sys import _current_frames, _getframe
 from types import FrameType
 from typing import Protocol
 
@@ -166,7 +168,7 @@ class CpuSampler:
             self._sampling_timer.disarm()
         self._in_handler = True  # a tick already pending must not sample a second time
         try:
-            self._sample(frame or sys._getframe(1))
+            self._sample(frame or _getframe(1))
         finally:
             self._in_handler = False
             self._profile = None
@@ -209,7 +211,7 @@ class CpuSampler:
         self._timer_clock = self._timer_now()
         self._until_expiry = self._expiry()
         self._thread_clock = {
-            ident: cpu for ident in sys._current_frames() if (cpu := _thread_cpu(ident)) is not None
+            ident: cpu for ident in _current_frames() if (cpu := _thread_cpu(ident)) is not None
         }
 
     def _exclude_handler_time(self, main_clock_at_entry: float) -> None:
@@ -242,7 +244,7 @@ class CpuSampler:
         # The main thread's entry is this very frame: kept, it would make a reference cycle
         # that keeps the test's frames (and their memory) alive until the next gc; _sample
         # uses the handler's frame for the main thread instead.
-        frames = sys._current_frames()
+        frames = _current_frames()
         has_main = frames.pop(self._main_ident, None) is not None
         ordered: list[tuple[int, FrameType | None]] = list(frames.items())
         if has_main:

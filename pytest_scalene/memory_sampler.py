@@ -21,11 +21,13 @@ timeline, leaks.
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+# Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
+from sys import _current_frames, _getframe
 from types import FrameType
 from typing import Any
 
@@ -112,7 +114,7 @@ class MemorySampler:
         self.native.disarm()
         elapsed_s = (time.monotonic_ns() - self._start_ns) / 1e9
         try:
-            self._drain(sys._getframe(1))
+            self._drain(_getframe(1))
             self._finish(profile, elapsed_s)
         finally:
             if signal.getsignal(SIGNAL) == self._on_signal:
@@ -142,7 +144,7 @@ class MemorySampler:
             frame = main_frame
             if thread != self._main_ident:
                 if frames is None:
-                    frames = sys._current_frames()
+                    frames = _current_frames()
                     # This very frame: kept in a local, it would make a reference cycle that
                     # keeps the test's frames (and their memory) alive until the next gc.
                     frames.pop(self._main_ident, None)

@@ -23,6 +23,9 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+
+# Bound at import: a test may delete it (attrs' suite does).
+from sys import _getframe
 from types import FrameType
 from typing import Any
 
@@ -62,7 +65,7 @@ class SignalGuard:
     # -- the wrappers ------------------------------------------------------------------------
     def _signal(self, signalnum: int, handler: Any) -> Any:
         if self._ours(signalnum) and threading.current_thread() is threading.main_thread():
-            self._claim(f"{signal_name(signalnum)} (signal.signal)", sys._getframe(1))
+            self._claim(f"{signal_name(signalnum)} (signal.signal)", _getframe(1))
         return _signal(signalnum, handler)
 
     def _getsignal(self, signalnum: int) -> Any:
@@ -75,7 +78,7 @@ class SignalGuard:
             if seconds == 0:  # cancels a timer that, unprofiled, would not be running
                 return (0.0, 0.0)
             name = _ITIMER_NAMES.get(which, str(which))
-            self._claim(f"{name} (signal.setitimer)", sys._getframe(1))
+            self._claim(f"{name} (signal.setitimer)", _getframe(1))
         return _setitimer(which, seconds, interval)
 
     def _getitimer(self, which: int) -> tuple[float, float]:
@@ -87,12 +90,12 @@ class SignalGuard:
         if self.sampler.active and self.sampler.itimer == signal.ITIMER_REAL:
             if seconds == 0:
                 return 0
-            self._claim("ITIMER_REAL (signal.alarm)", sys._getframe(1))
+            self._claim("ITIMER_REAL (signal.alarm)", _getframe(1))
         return _alarm(seconds)
 
     def _faulthandler_register(self, signum: int, *args: Any, **kwargs: Any) -> None:
         if self._ours(signum):
-            self._claim(f"{signal_name(signum)} (faulthandler.register)", sys._getframe(1))
+            self._claim(f"{signal_name(signum)} (faulthandler.register)", _getframe(1))
         return _faulthandler_register(signum, *args, **kwargs)
 
     # -- around a test -----------------------------------------------------------------------
