@@ -8,7 +8,6 @@ import json
 import tempfile
 from pathlib import Path
 
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -67,9 +66,6 @@ class _Profiler:
 # a "ChildProfiles failed" note, but the children after it are not merged and the totals may be
 # half-added. Fix in child_profiles._merge (check the figures are numbers inside the try), then
 # drop the mark.
-@pytest.mark.xfail(
-    strict=True, raises=TypeError, reason="child_profiles._merge: wrongly typed figures raise"
-)
 @settings(max_examples=200, deadline=None)
 @given(st.lists(contents, min_size=1, max_size=3))
 @example(bad=['{"profile": {"cpu_python_s": null}}'])
