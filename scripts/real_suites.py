@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -79,7 +80,7 @@ class Suite:
 SUITES = {
     s.name: s
     for s in (
-        Suite("more-itertools", "11.2.1", "pure Python, 21k subtests"),
+        Suite("more-itertools", "11.2.1", "pure Python, ~10k unittest subtests"),
         Suite("toolz", "1.2.0", "pure Python, filterwarnings=error"),
         Suite("attrs", "26.1.0", "pure Python, hypothesis", pythonpath="src"),
         Suite("uncertainties", "3.2.3", "numpy"),
@@ -98,6 +99,7 @@ class Run:
     mode: str
     rc: int | None  # None: killed at the timeout (a hang)
     wall_s: float
+    cpu_s: float  # user + system CPU of the pytest process: less sensitive to a busy machine
     counts: dict[str, int]
     outcomes: dict[str, str]
     problems: list[str] = field(default_factory=list)  # crash, missing or invalid JSON
@@ -167,7 +169,7 @@ def run_suite(
         command += ["-W", EDITABLE_WARNING, *MODES[mode], *suite.args]
         if mode != "plain":
             command.append(f"--profile-json={json_file}")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _children_cpu()
         try:
             done = subprocess.run(
                 command, cwd=directory, env=env, capture_output=True, text=True, timeout=timeout_s
@@ -176,8 +178,8 @@ def run_suite(
             output = done.stdout + done.stderr
         except subprocess.TimeoutExpired as exc:
             rc, output = None, _text(exc.stdout) + _text(exc.stderr)
-        wall_s = time.perf_counter() - start
-        run = Run(mode, rc, wall_s, parse_counts(output), {})
+        wall_s, cpu_s = time.perf_counter() - start, _children_cpu() - cpu_start
+        run = Run(mode, rc, wall_s, cpu_s, parse_counts(output), {})
         if outcomes_file.exists():
             run.outcomes = json.loads(outcomes_file.read_text())
         if rc is None:
@@ -189,6 +191,11 @@ def run_suite(
             run.problems += _check_json(json_file, run.outcomes)
             run.memory = _has_memory(json_file)
         return run
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # children that have ended
+    return usage.ru_utime + usage.ru_stime
 
 
 def _text(data: str | bytes | None) -> str:
@@ -243,11 +250,11 @@ class SuiteResult:
     memory: bool
     problems: list[str]
 
-    def median(self, mode: str) -> float:
-        return statistics.median(r.wall_s for r in self.runs if r.mode == mode)
+    def median(self, mode: str, what: str = "wall_s") -> float:
+        return statistics.median(getattr(r, what) for r in self.runs if r.mode == mode)
 
-    def ratio(self, mode: str) -> float:
-        return self.median(mode) / self.median("plain")
+    def ratio(self, mode: str, what: str = "wall_s") -> float:
+        return self.median(mode, what) / self.median("plain", what)
 
 
 def measure(suite: Suite, directory: Path, reps: int) -> SuiteResult:
@@ -264,23 +271,27 @@ def measure(suite: Suite, directory: Path, reps: int) -> SuiteResult:
 
 def markdown(results: list[SuiteResult], reps: int) -> str:
     rows = [
-        "| suite | kind | outcomes (identical in all modes?) | plain | --profile | "
-        "--profile --profile-memory=no |",
+        "| suite | kind | outcomes (identical in all modes?) | plain: wall, CPU | "
+        "--profile: wall, CPU | --profile --profile-memory=no: wall, CPU |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
         counts = ", ".join(f"{n} {what}" for what, n in r.runs[0].counts.items())
         same = "yes" if not r.problems else "**no**"
         memory = "" if r.memory else " (memory not measured)"
+        cells = [f"{r.median('plain'):.1f} s, {r.median('plain', 'cpu_s'):.1f} s"]
+        for mode in ("profile", "profile-memory-no"):
+            cells.append(
+                f"{r.median(mode):.1f} s (x{r.ratio(mode):.2f}), "
+                f"{r.median(mode, 'cpu_s'):.1f} s (x{r.ratio(mode, 'cpu_s'):.2f})"
+            )
         rows.append(
             f"| {r.suite.name} {r.suite.version} | {r.suite.kind} | {counts} ({same}) | "
-            f"{r.median('plain'):.1f} s | {r.median('profile'):.1f} s "
-            f"(x{r.ratio('profile'):.2f}){memory} | {r.median('profile-memory-no'):.1f} s "
-            f"(x{r.ratio('profile-memory-no'):.2f}) |"
+            f"{cells[0]} | {cells[1]}{memory} | {cells[2]} |"
         )
     rows.append(
-        f"\nWall time of the whole pytest process, median of {reps} interleaved runs per mode; "
-        "the ratio is to the plain median."
+        f"\nWall time and CPU time (user + system) of the whole pytest process, median of {reps} "
+        "interleaved runs per mode; the ratio is to the plain median."
     )
     return "\n".join(rows) + "\n"
 
@@ -303,7 +314,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{suite.name} {suite.version}: {directory}", flush=True)
         result = measure(suite, directory, args.reps)
         for run in result.runs:
-            print(f"  {run.mode:18} rc={run.rc} {run.wall_s:7.2f} s {run.counts}", flush=True)
+            print(
+                f"  {run.mode:18} rc={run.rc} {run.wall_s:7.2f} s wall {run.cpu_s:7.2f} s CPU "
+                f"{run.counts}",
+                flush=True,
+            )
         for problem in result.problems:
             print(f"  PROBLEM {problem}", flush=True)
         results.append(result)
