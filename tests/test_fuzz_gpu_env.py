@@ -19,7 +19,10 @@ DEVICES = 3
 entry = (
     st.integers(0, 9).map(str)
     | st.sampled_from(["-1", "²", "٣", "1.0", "", "0x1", "+1"])
-    | st.text(max_size=4).filter(lambda t: not t.strip().startswith(("GPU-", "MIG-")))
+    # What an environment can hold: no NUL, no lone surrogates.
+    | st.text(
+        st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=4
+    ).filter(lambda t: not t.strip().startswith(("GPU-", "MIG-")))
 )
 padded = st.tuples(st.sampled_from(["", " "]), entry, st.sampled_from(["", " "])).map("".join)
 
