@@ -155,7 +155,12 @@ def parse_counts(output: str) -> dict[str, int]:
 
 
 def run_suite(
-    directory: Path, suite: Suite, mode: str, timeout_s: float, python: str = sys.executable
+    directory: Path,
+    suite: Suite,
+    mode: str,
+    timeout_s: float,
+    python: str = sys.executable,
+    extra: tuple[str, ...] = (),
 ) -> Run:
     """One pytest run of the suite in `mode`; its outcomes, counts and wall time."""
     with tempfile.TemporaryDirectory(prefix="real-suite-") as scratch:
@@ -166,7 +171,7 @@ def run_suite(
         env["PYTHONPATH"] = os.pathsep.join([str(directory / suite.pythonpath), scratch])
         env["REAL_SUITE_OUTCOMES"] = str(outcomes_file)
         command = [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", OUTCOMES_PLUGIN]
-        command += ["-W", EDITABLE_WARNING, *MODES[mode], *suite.args]
+        command += ["-W", EDITABLE_WARNING, *MODES[mode], *extra, *suite.args]
         if mode != "plain":
             command.append(f"--profile-json={json_file}")
         start, cpu_start = time.perf_counter(), _children_cpu()
@@ -257,12 +262,14 @@ class SuiteResult:
         return self.median(mode, what) / self.median("plain", what)
 
 
-def measure(suite: Suite, directory: Path, reps: int) -> SuiteResult:
+def measure(suite: Suite, directory: Path, reps: int, extra: tuple[str, ...] = ()) -> SuiteResult:
     # A first, uncounted run compiles the suite's bytecode and sets the hang timeout.
-    warm = run_suite(directory, suite, "plain", timeout_s=1800)
+    warm = run_suite(directory, suite, "plain", timeout_s=1800, extra=extra)
     timeout_s = max(120.0, 10 * warm.wall_s)
     runs = [warm] + [
-        run_suite(directory, suite, mode, timeout_s) for _ in range(reps) for mode in MODES
+        run_suite(directory, suite, mode, timeout_s, extra=extra)
+        for _ in range(reps)
+        for mode in MODES
     ]
     problems = [p for r in runs for p in r.problems] + differences(runs)
     memory = all(r.memory for r in runs if r.mode == "profile")
@@ -302,6 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3, help="runs per mode (default 3)")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir(), "real-suites"))
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        help="an extra pytest argument for every run (repeatable), e.g. "
+        "--pytest-arg=-ofaulthandler_timeout=60 to see where a hanging run waits",
+    )
     args = parser.parse_args(argv)
     results = []
     for name in args.suites.split(","):
@@ -312,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             return 2
         print(f"{suite.name} {suite.version}: {directory}", flush=True)
-        result = measure(suite, directory, args.reps)
+        result = measure(suite, directory, args.reps, tuple(args.pytest_arg))
         for run in result.runs:
             print(
                 f"  {run.mode:18} rc={run.rc} {run.wall_s:7.2f} s wall {run.cpu_s:7.2f} s CPU "
