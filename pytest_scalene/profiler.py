@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
+from time import perf_counter  # bound now: a test may patch or delete time.perf_counter
 from typing import Protocol
 
 from .blocking_patches import BlockingPatches
@@ -79,21 +80,23 @@ class Profiler:
         self._patches.apply()
         if guard is not None:
             guard.apply()
-        begin = time.perf_counter()
+        begin = perf_counter()
         try:
             yield profile
         finally:
-            profile.elapsed_s += time.perf_counter() - begin
+            profile.elapsed_s += perf_counter() - begin
+            # Every step runs even when one before it fails: a collector left running would
+            # leave the shim armed for the rest of the session.
+            steps: list[tuple[str, Callable[[], object]]] = []
             if guard is not None:
-                guard.undo()
-            self._patches.undo()
+                steps.append(("the signal guard", guard.undo))
+            steps.append(("the blocking-call patches", self._patches.undo))
             if sampler is not None:
-                try:
-                    sampler.stop()
-                except Exception as exc:  # the test's own outcome stands
-                    self.note(f"CPU sampler failed to stop: {exc!r}")
+                steps.append(("CPU sampler", sampler.stop))
             for collector in reversed(started):
+                steps.append((type(collector).__name__, partial(collector.stop_test, profile)))
+            for name, step in steps:
                 try:
-                    collector.stop_test(profile)
-                except Exception as exc:
-                    self.note(f"{type(collector).__name__} failed: {exc!r}")
+                    step()
+                except Exception as exc:  # the test's own outcome stands
+                    self.note(f"{name} failed to stop: {exc!r}")
