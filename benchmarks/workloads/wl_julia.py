@@ -4,7 +4,7 @@ C = complex(-0.62772, -0.42193)
 
 
 def run(scale: float) -> int:
-    width = height = max(40, int(530 * scale**0.5))
+    width = height = max(40, int(580 * scale**0.5))
     max_iter = 300
     total = 0
     for row in range(height):

@@ -57,5 +57,5 @@ def scrambled(rng: random.Random, moves: int) -> tuple[int, ...]:
 
 def run(scale: float) -> int:
     rng = random.Random(7)
-    puzzles = [scrambled(rng, 200) for _ in range(max(2, int(150 * scale)))]
+    puzzles = [scrambled(rng, 200) for _ in range(max(2, int(200 * scale)))]
     return sum(solve(p) for p in puzzles)

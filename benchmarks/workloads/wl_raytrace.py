@@ -71,7 +71,7 @@ def trace(origin: Vec, direction: Vec, depth: int) -> Vec:
 
 
 def run(scale: float) -> float:
-    size = max(20, int(350 * scale**0.5))
+    size = max(20, int(380 * scale**0.5))
     eye = Vec(0, 0.3, -1)
     total = 0.0
     for j in range(size):

@@ -23,7 +23,7 @@ def numpy_worker(rounds: int, out: list[int]) -> None:
 
 def run(scale: float) -> int:
     out: list[int] = []
-    n = max(50_000, int(5_000_000 * scale))
+    n = max(50_000, int(7_000_000 * scale))
     workers = [threading.Thread(target=python_worker, args=(n, out)) for _ in range(2)]
     workers.append(threading.Thread(target=numpy_worker, args=(max(1, int(50 * scale)), out)))
     for w in workers:
