@@ -5,6 +5,7 @@ that must both fail, each naming its line (docs/baselines.md)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -77,11 +78,19 @@ def test_unchanged_reruns_pass_and_injected_regressions_fail_naming_the_line(pyt
             "MEM_SCALE = 1", "MEM_SCALE = 3"
         )
     )
-    result = _compare(pytester)
-    result.assert_outcomes(failed=1)
-    result.stdout.re_match_lines(
-        [r"CPU time regressed at test_work.py:17 spin `total \+= i \* i % 5`: .*allowed \+50%\)"]
+    # This shared VM has phases of +-35% CPU speed that last seconds (unchanged re-runs of this
+    # test measured 0.12-0.21 s of CPU): a baseline saved in a slow phase hides a 2x slowdown of
+    # half the work from one comparison run in a fast phase (2 misses in 5 repeats of this
+    # test). So the regression must be caught in one of three comparison runs (docs/baselines.md).
+    cpu_line = (
+        r"CPU time regressed at test_work.py:17 spin `total \+= i \* i % 5`: .*allowed \+50%\)"
     )
+    for _ in range(3):
+        result = _compare(pytester)
+        result.assert_outcomes(failed=1)
+        if re.search(cpu_line, result.stdout.str()):
+            break
+    result.stdout.re_match_lines([cpu_line])
     if not memory:
         pytest.skip(
             "the memory half needs the memory shim, which was not active in the runs "
