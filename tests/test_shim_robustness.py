@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from shim_support import QUICK, needs_shim
@@ -96,8 +97,10 @@ def test_foreign_frees():
 
 
 def _results(result: pytest.RunResult) -> list[str]:
-    # With -s, pytest's progress dots share the line: keep what follows the marker.
-    return [line[line.index("RESULT ") :] for line in result.outlines if "RESULT " in line]
+    # With -s, pytest's progress dots share the line: keep what follows the marker. Only
+    # lines that start so: the profile report quotes the source line that prints them.
+    found = (re.match(r"\.*(RESULT .*)", line) for line in result.outlines)
+    return [match.group(1) for match in found if match]
 
 
 @pytest.mark.slow

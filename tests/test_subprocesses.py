@@ -158,9 +158,11 @@ def test_children_profiled_with_the_flag(
     profile = found["profile"]
     for name in ("subprocess", "fork", "spawn"):
         test = _test(profile, name)
-        loop_lines = [ln for ln in test["lines"] if ln["file"] == "child.py"]
-        assert {ln["function"] for ln in loop_lines} == {"loop"}, name
-        assert _child_python_s(test) >= 0.3, (name, loop_lines)  # a 0.5 s CPU loop
+        child_lines = [ln for ln in test["lines"] if ln["file"] == "child.py"]
+        # The loop has the child's time; its start-up imports may catch a sample or two.
+        in_loop = sum(ln["cpu_python_s"] for ln in child_lines if ln["function"] == "loop")
+        assert in_loop >= 0.9 * _child_python_s(test), (name, child_lines)
+        assert _child_python_s(test) >= 0.3, (name, child_lines)  # a 0.5 s CPU loop
         assert test["children"] == 1, name
         assert test["cpu_python_s"] >= _child_python_s(test)  # totals include the children
         assert test["children_cpu_s"] >= 0.4, name
