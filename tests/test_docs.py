@@ -233,9 +233,10 @@ def _strings(node: ast.AST, constants: dict[str, str], loops: dict[str, list]) -
         return {v for v in loops[node.id] if isinstance(v, str)}
     if isinstance(node, ast.Name) and node.id in constants:
         return {constants[node.id]}
-    if isinstance(node, ast.Attribute):  # module.CONSTANT
+    if isinstance(node, (ast.Attribute, ast.Name)):  # module.CONSTANT, or an imported CONSTANT
+        name = node.attr if isinstance(node, ast.Attribute) else node.id
         for path in sorted(PACKAGE.glob("*.py")):
-            value = re.search(rf"^{node.attr} = \"(\w+)\"", path.read_text(), re.M)
+            value = re.search(rf"^{name} = \"(\w+)\"", path.read_text(), re.M)
             if value:
                 return {value.group(1)}
     raise AssertionError(f"cannot tell which key {ast.unparse(node)} writes into extra")
