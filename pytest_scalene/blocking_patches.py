@@ -21,7 +21,10 @@ _original_sleep = time.sleep
 
 
 def _deadline(timeout: float | None) -> float | None:
-    return None if timeout is None or timeout < 0 else time.monotonic() + timeout
+    # A negative timeout does not block, as unpatched: join() waits max(timeout, 0) and
+    # Condition.wait() only tries the lock. (Code computing `deadline - now` passes one when
+    # the machine is slow; treating it as "forever" hung a profiled suite.)
+    return None if timeout is None else time.monotonic() + max(timeout, 0.0)
 
 
 def _slice(deadline: float | None) -> float:

@@ -58,3 +58,21 @@ def test_sleep_lasts_as_long(patched):
     begin = time.monotonic()
     time.sleep(0.12)
     assert 0.12 <= time.monotonic() - begin < 1.0
+
+
+@pytest.mark.parametrize("timeout", [0, -0.5, -1])
+def test_a_timeout_of_zero_or_less_does_not_block(patched, timeout):
+    # As unpatched: join(max(timeout, 0)) and a non-blocking Condition.wait. Code that computes
+    # `deadline - now` passes a negative timeout when the machine is slow; waiting forever on it
+    # hung a profiled test suite. The release after 3 s only keeps a regression from hanging.
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait)
+    worker.start()
+    threading.Timer(3.0, release.set).start()
+    begin = time.monotonic()
+    assert release.wait(timeout) is False
+    worker.join(timeout)
+    assert worker.is_alive()
+    assert time.monotonic() - begin < 1.0
+    release.set()
+    worker.join()
