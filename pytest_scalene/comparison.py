@@ -19,12 +19,14 @@ MIN_CPU_FLOOR_S = 0.05
 CPU_FLOOR_INTERVALS = 5
 GPU_FLOOR_MB = 32.0  # NVML reports allocator reservations, which move in chunks of MBs
 LINE_SHARE = 0.10
-# Allowed growth by default. CPU time of unchanged code on a shared 2-core VM varies by up to
-# +-30% from one run to the next (docs/baselines.md has the measurements); memory figures are
-# counted, not timed, and repeat within a sampling threshold. Copy rates divide by CPU time.
+# Allowed growth by default. On a shared 2-core VM the CPU time of unchanged code has slow
+# phases 1.45-1.6x (up to 1.7x) above its fastest, some outlasting every confirmation round;
+# a 2x slowdown measured +93% or more against a fast baseline (docs/baselines.md). Copy rates
+# move with the same phases. Memory figures are counted, not timed, and repeat within a
+# sampling threshold.
 DEFAULT_TOLERANCE = {
-    "cpu_s": 0.5,
-    "copy_mb_s": 0.5,
+    "cpu_s": 0.75,
+    "copy_mb_s": 0.75,
     "peak_mb": 0.25,
     "alloc_mb": 0.25,
     "gpu_peak_mb": 0.25,

@@ -86,7 +86,7 @@ def test_unchanged_reruns_pass_and_injected_regressions_fail_naming_the_line(pyt
         )
     )
     cpu_line = (
-        r"CPU time regressed at test_work.py:17 spin `total \+= i \* i % 5`: .*allowed \+50%\)"
+        r"CPU time regressed at test_work.py:17 spin `total \+= i \* i % 5`: .*allowed \+75%\)"
     )
     result = _compare(pytester)
     result.assert_outcomes(failed=1)

@@ -13,7 +13,7 @@ from pytest_scalene.model import LineKey, TestProfile
 from pytest_scalene.repeat import combine_runs
 
 F = "tests/test_etl.py"
-RULE = NoiseRule()  # defaults: +50% CPU, +25% memory; floors 0.05 s and 10 MB
+RULE = NoiseRule()  # defaults: +75% CPU, +25% memory; floors 0.05 s and 10 MB
 
 
 def line(function, offset, text, line_no, **metrics) -> LineEntry:
@@ -92,16 +92,16 @@ def test_equal_texts_pair_with_the_nearest_offset():
 def test_cpu_slowdown_of_one_line_fails_naming_it():
     slower = entry(
         line("load", 2, "frame = read(path)", 12, cpu_s=0.3, peak_mb=200.0),
-        line("load", 3, "total = crunch(frame)", 13, cpu_s=1.2),
-        cpu_s=1.51,
+        line("load", 3, "total = crunch(frame)", 13, cpu_s=1.5),
+        cpu_s=1.81,
         peak_mb=210.0,
     )
     messages = failed(compare(BASE, slower, RULE))
     assert messages == [
-        "CPU time regressed: 1.51 s vs baseline 0.91 s (+66%, allowed +50%); "
-        "most growth at tests/test_etl.py:13 load: 0.60 s -> 1.20 s",
-        "CPU time regressed at tests/test_etl.py:13 load `total = crunch(frame)`: 1.20 s vs "
-        "baseline 0.60 s (+100%, allowed +50%)",
+        "CPU time regressed: 1.81 s vs baseline 0.91 s (+99%, allowed +75%); "
+        "most growth at tests/test_etl.py:13 load: 0.60 s -> 1.50 s",
+        "CPU time regressed at tests/test_etl.py:13 load `total = crunch(frame)`: 1.50 s vs "
+        "baseline 0.60 s (+150%, allowed +75%)",
     ]
 
 
@@ -275,6 +275,6 @@ def test_one_run_is_kept_as_is():
 
 @pytest.mark.parametrize("metric", ["cpu_s", "copy_mb_s"])
 def test_cpu_timed_metrics_get_the_wider_default_tolerance(metric):
-    assert NoiseRule().tolerance_for(metric) == 0.5
+    assert NoiseRule().tolerance_for(metric) == 0.75
     assert NoiseRule().tolerance_for("peak_mb") == 0.25
     assert NoiseRule(tolerance=0.1).tolerance_for(metric) == 0.1
