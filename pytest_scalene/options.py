@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from .comparison import DEFAULT_TOLERANCE
+
 DEFAULT_INTERVAL_S = 0.01
 # A prime just above 10 MB (10 * 2**20 = 10485760), as in the Scalene paper: a round number would
 # resonate with power-of-two allocation patterns.
@@ -169,7 +171,8 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         default=None,
         metavar="FRACTION",
         help="allowed growth over the baseline for every metric, e.g. 0.25 for +25%% (default: "
-        "0.5 for CPU time and copy rates, 0.25 for memory; perf_budget(regression=...) "
+        f"{DEFAULT_TOLERANCE['cpu_s']:g} for CPU time and copy rates, "
+        f"{DEFAULT_TOLERANCE['peak_mb']:g} for memory; perf_budget(regression=...) "
         "overrides it per test)",
     )
     add(
