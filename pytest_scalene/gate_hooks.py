@@ -136,8 +136,9 @@ class GatePlugin:
             result = yield
             if item.nodeid not in self.profiler.session.tests:
                 return result
-            if self.options.repeat > 1:
-                run_again(self.profiler, item.nodeid, self.options.repeat - 1, item.runtest)
+            repeat = self.options.repeat
+            if repeat.more:
+                run_again(self.profiler, item.nodeid, repeat.runs - 1, item.runtest, repeat.seconds)
             if self.options.compare:
                 self._confirm_cpu_regressions(item)
             return result
@@ -156,7 +157,7 @@ class GatePlugin:
             if not suspects:
                 return
             time.sleep(pause)
-            run_again(self.profiler, item.nodeid, max(1, self.options.repeat), item.runtest)
+            run_again(self.profiler, item.nodeid, self.options.repeat.runs, item.runtest)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(
@@ -324,13 +325,13 @@ class GatePlugin:
         skipped = sorted(n for n, p in tests.items() if p.outcome != "passed")
         options = self.profiler.options
 
+        # With a duration, the file records the most runs a saved test had.
+        runs = [tests[n].extra.get("repeat", 1) for n in entries] or [1]
+        repeat = max(runs) if self.options.repeat.seconds else self.options.repeat.runs
+
         def save() -> None:
             for path, count, warning in baseline_store.save(
-                self.options.baseline_dir,
-                entries,
-                options.interval_s,
-                options.clock,
-                self.options.repeat,
+                self.options.baseline_dir, entries, options.interval_s, options.clock, repeat
             ):
                 note = f" ({warning})" if warning else ""
                 self.summary.append(f"baseline saved: {path} ({count} tests){note}")

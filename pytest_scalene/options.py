@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,36 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """--profile-repeat: `runs` runs of each test's call, and more until their wall times add
+    up to `seconds` (N or a duration such as 10s; docs/baselines.md, the noise rule)."""
+
+    runs: int = 1
+    seconds: float = 0.0
+
+    @property
+    def more(self) -> bool:
+        return self.runs > 1 or self.seconds > 0
+
+    def __str__(self) -> str:  # as given on the command line
+        return f"{self.seconds:g}s" if self.seconds else str(self.runs)
+
+
+def _repeat(text: str) -> Repeat:
+    if not text.strip().endswith("s"):
+        return Repeat(runs=_positive_int(text))
+    try:
+        seconds = float(text.strip()[:-1])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of runs or a duration such as 10s, got {text!r}"
+        ) from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 10s, got {text!r}")
+    return Repeat(seconds=seconds)
 
 
 def _output_file(text: str) -> Path:
@@ -159,11 +190,11 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
     )
     add(
         "--profile-repeat",
-        type=_positive_int,
-        default=1,
-        metavar="N",
-        help="run each profiled test's call N times; CPU figures come from the fastest run, "
-        "the others are medians (default 1)",
+        type=_repeat,
+        default=Repeat(),
+        metavar="N|SECONDS",
+        help="run each profiled test's call N times, or (e.g. 10s) until its runs have lasted "
+        "that long; CPU figures come from the fastest run, the others are medians (default 1)",
     )
     add(
         "--profile-regression",
@@ -239,7 +270,7 @@ class GateOptions:
     save_baseline: bool
     compare: bool
     baseline_dir: Path
-    repeat: int
+    repeat: Repeat
     regression: float | None
     markdown_path: Path | None
     fail_on_leak: bool

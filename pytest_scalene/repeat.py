@@ -1,5 +1,6 @@
-"""`--profile-repeat N`: the call phase runs N times, each run profiled on its own, and the test
-keeps one profile combining them, to damp noise:
+"""`--profile-repeat N` (or a duration such as `10s`): the call phase runs N times (or until the
+runs have lasted that long), each run profiled on its own, and the test keeps one profile
+combining them, to damp noise:
 - CPU figures (the test's and every line's) come from the fastest run, the one with the least
   CPU time. Interference from other processes only ever adds CPU time, so the fastest run is the
   one nearest to the code's own cost: on our shared 2-core VM the fastest of 3 runs varied by
@@ -73,14 +74,26 @@ def combine_runs(runs: list[TestProfile]) -> TestProfile:
     return merged
 
 
-def run_again(profiler: Profiler, nodeid: str, times: int, call: Callable[[], object]) -> None:
-    """Run `call` `times` more times, each profiled apart, and replace the test's profile (the
-    first run's, already in the session) with the combination of all runs. An exception from a
-    repeat propagates: the test fails as it would have on its first call."""
+MAX_RUNS = 1000  # with a duration: a test of next to no time stops here
+
+
+def run_again(
+    profiler: Profiler, nodeid: str, times: int, call: Callable[[], object], until_s: float = 0.0
+) -> None:
+    """Run `call` `times` more times, then more while the wall times of all runs add up to less
+    than `until_s` (at most MAX_RUNS runs), each profiled apart, and replace the test's profile
+    (the first run's, already in the session) with the combination of all runs. An exception
+    from a repeat propagates: the test fails as it would have on its first call."""
     tests = profiler.session.tests
     runs = [tests.pop(nodeid)]
+
+    def wanted() -> bool:
+        if len(runs) <= times:
+            return True
+        return sum(r.elapsed_s for r in runs) < until_s and len(runs) < MAX_RUNS
+
     try:
-        for _ in range(times):
+        while wanted():
             with profiler.profiling(nodeid):
                 call()
             runs.append(tests.pop(nodeid))

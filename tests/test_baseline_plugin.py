@@ -170,6 +170,35 @@ def test_repeat_runs_the_call_phase_n_times(pytester):
     assert profile_of(pytester, "p.json")["tests"]["test_rep.py::test_counted"]["repeat"] == 3
 
 
+@pytest.mark.slow
+def test_repeat_for_a_duration_runs_until_the_runs_have_lasted_that_long(pytester):
+    pytester.makepyfile(
+        test_dur="""
+        import time
+        from pathlib import Path
+
+        def test_timed():
+            with Path("calls.txt").open("a") as calls:
+                calls.write("call\\n")
+            time.sleep(0.1)
+        """
+    )
+    result = run(
+        pytester,
+        "--profile-repeat=0.5s",
+        "--profile-memory=no",
+        "--profile-save-baseline",
+        "--profile-json=p.json",
+    )
+    result.assert_outcomes(passed=1)
+    runs = profile_of(pytester, "p.json")["tests"]["test_dur.py::test_timed"]["repeat"]
+    # Each run sleeps >= 0.1 s: five reach 0.5 s; a slow machine may need fewer, never more.
+    assert 2 <= runs <= 5
+    assert (pytester.path / "calls.txt").read_text().splitlines() == ["call"] * runs
+    baseline = json.loads((pytester.path / "baselines" / "test_dur.py.json").read_text())
+    assert baseline["repeat"] == runs
+
+
 XDIST_SUITE = """
 import os
 import pytest

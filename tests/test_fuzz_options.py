@@ -13,10 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_scalene.options import (
+    Repeat,
     _non_negative_float,
     _output_file,
     _positive_float,
     _positive_int,
+    _repeat,
 )
 
 # Texts that look like numbers (in every spelling Python accepts or nearly accepts) and others.
@@ -91,7 +93,7 @@ OPTIONS = {
     "--profile-interval": numeric_text,
     "--profile-top": numeric_text,
     "--profile-memory-threshold": numeric_text,
-    "--profile-repeat": numeric_text,
+    "--profile-repeat": st.one_of(numeric_text, numeric_text.map(lambda text: text + "s")),
     "--profile-regression": numeric_text,
     "--profile-max-copy-mb-s": numeric_text,
     "--profile-clock": st.one_of(st.sampled_from(["cpu", "wall", "CPU", ""]), st.text(max_size=5)),
@@ -125,3 +127,15 @@ def test_any_value_through_pytest_is_accepted_or_a_usage_error(pytester, choice)
         assert "Traceback" not in result.stderr.str()
     else:
         assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+
+
+@given(st.one_of(numeric_text, numeric_text.map(lambda text: text + "s")))
+def test_repeat_is_runs_or_a_positive_duration(text):
+    value = _value_or_error(_repeat, text)
+    if isinstance(value, Exception):
+        return
+    assert isinstance(value, Repeat) and value.more == (value.runs > 1 or value.seconds > 0)
+    if text.strip().endswith("s"):
+        assert value.runs == 1 and 0 < value.seconds < float("inf")
+    else:
+        assert value == Repeat(runs=_positive_int(text))

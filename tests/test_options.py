@@ -13,6 +13,10 @@ import pytest
         (["--profile-top=0"], "expected a whole number >= 1, got '0'"),
         (["--profile-memory-threshold=ten"], "expected a whole number, got 'ten'"),
         (["--profile-json=."], "--profile-json: expected a file path, got the directory '.'"),
+        (["--profile-repeat=0"], "expected a whole number >= 1, got '0'"),
+        (["--profile-repeat=0s"], "expected a duration > 0 such as 10s, got '0s'"),
+        (["--profile-repeat=infs"], "expected a duration > 0 such as 10s, got 'infs'"),
+        (["--profile-repeat=tens"], "expected a number of runs or a duration such as 10s, got"),
     ],
 )
 def test_bad_option_values_are_usage_errors(pytester, args, message):
