@@ -150,29 +150,17 @@ def compare(baseline: TestEntry, current: TestEntry, rule: NoiseRule) -> Compari
     )
     for metric in COMPARED:
         name = metric.name
-        if name in baseline.metrics and name not in current.metrics:
-            result.findings.append(
-                Finding(
-                    "not_compared",
-                    name,
-                    baseline.metrics[name],
-                    None,
-                    f"{metric.label} not compared: the baseline has it but this run did not "
-                    f"measure it",
+        before, after = baseline.metrics.get(name), current.metrics.get(name)
+        if before is None or after is None:
+            if before is not None or after is not None:
+                why = (
+                    "the baseline has it but this run did not measure it"
+                    if after is None
+                    else "this run measured it but the baseline has none (re-save the baseline "
+                    "to gate on it)"
                 )
-            )
-        if name in current.metrics and name not in baseline.metrics:
-            result.findings.append(
-                Finding(
-                    "not_compared",
-                    name,
-                    None,
-                    current.metrics[name],
-                    f"{metric.label} not compared: this run measured it but the baseline has "
-                    f"none (re-save the baseline to gate on it)",
-                )
-            )
-        if name not in baseline.metrics or name not in current.metrics:
+                message = f"{metric.label} not compared: {why}"
+                result.findings.append(Finding("not_compared", name, before, after, message))
             continue
         judge = _Judge(name, rule, elapsed)
         result.findings += judge.test(baseline, current, pairs, new)

@@ -27,8 +27,13 @@ LINE_SPARK_WIDTH = 10
 MIN_SOURCE_WIDTH = 16
 MIN_CHART_MB = 0.1  # a footprint below this has no shape worth drawing: noise at full height
 INDENT = "  "
-# [is a baseline comparison][passed]: budgets and baseline verdicts, each 11 wide
-VERDICT_LABELS = (("budget FAIL", "budget ok  "), ("regressed  ", "baseline ok"))
+# A verdict's label by (kind, passed), each 11 wide: budgets apart from baseline comparisons.
+VERDICT_LABELS = {
+    ("budget", False): "budget FAIL",
+    ("budget", True): "budget ok  ",
+    ("regression", False): "regressed  ",
+    ("regression", True): "baseline ok",
+}
 
 
 # -- text width ------------------------------------------------------------------------------
@@ -244,6 +249,10 @@ def _verdict_text(verdict: dict[str, Any]) -> str:
     return f"{verdict.get('metric')} = {verdict.get('value')} (limit {verdict.get('limit')})"
 
 
+def _verdict_kind(verdict: dict) -> str:
+    return "regression" if verdict.get("kind") == "regression" else "budget"
+
+
 def _header(profile: TestProfile, width: int) -> list[str]:
     out = [fit(f"{profile.nodeid}  [{profile.outcome}]", width, keep_end=True)]
     cpu = profile.cpu_s
@@ -273,7 +282,7 @@ def _header(profile: TestProfile, width: int) -> list[str]:
 
     for verdict in profile.extra.get("verdicts") or []:
         if isinstance(verdict, dict):
-            label = VERDICT_LABELS[verdict.get("kind") == "regression"][bool(verdict.get("passed"))]
+            label = VERDICT_LABELS[_verdict_kind(verdict), bool(verdict.get("passed"))]
             out += _wrap(_verdict_text(verdict), width, f"{INDENT}{label} ", INDENT + " " * 12)
     for (file, line), leak in sorted(_leaks(profile).items()):
         text = (
@@ -353,7 +362,7 @@ def _summary(tests: list[TestProfile], width: int) -> list[str]:
         parts.append(f"highest peak {max(peaks):.1f} MB")
     verdicts = [v for t in tests for v in t.extra.get("verdicts") or [] if isinstance(v, dict)]
     for kind, name in (("budget", "budgets"), ("regression", "baseline comparisons")):
-        judged = [v for v in verdicts if (v.get("kind") == "regression") == (kind == "regression")]
+        judged = [v for v in verdicts if _verdict_kind(v) == kind]
         if judged:
             failed = sum(1 for v in judged if not v.get("passed"))
             parts.append(f"{name} {failed} failed of {len(judged)}")

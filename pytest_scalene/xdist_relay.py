@@ -17,7 +17,7 @@ import pytest
 
 from .json_report import test_to_dict
 from .model import SessionProfile
-from .xdist_bridge import profile_from_dict
+from .xdist_bridge import is_worker, profile_from_dict
 
 ATTRIBUTE = "scalene_profile"
 PLUGIN_NAME = "scalene-xdist-relay"
@@ -50,7 +50,7 @@ class ControllerRelay:
 
 
 def install(config: pytest.Config, session: SessionProfile) -> None:
-    if hasattr(config, "workerinput"):
+    if is_worker(config):
         config.pluginmanager.register(WorkerRelay(session), PLUGIN_NAME)
     elif getattr(config.option, "dist", "no") != "no":
         config.pluginmanager.register(ControllerRelay(session), PLUGIN_NAME)
