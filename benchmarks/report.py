@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -253,5 +254,14 @@ def write(results: dict[str, Any], out_dir: Path) -> Path:
     results["plot"] = png.name if why is None else f"not drawn: {why}"
     (out_dir / "benchmarks.json").write_text(json.dumps(results, indent=1) + "\n")
     page = out_dir / "benchmarks.md"
-    page.write_text(markdown(results, png.name if why is None else None))
+    kept = _kept_blocks(page)
+    page.write_text(markdown(results, png.name if why is None else None) + kept)
     return page
+
+
+def _kept_blocks(page: Path) -> str:
+    """Sections that other scripts write into the page (`<!-- kept: NAME -->` to
+    `<!-- /kept: NAME -->`, e.g. benchmarks/counted_gates.py's): left in place."""
+    text = page.read_text() if page.exists() else ""
+    pattern = r"<!-- kept: ([\w-]+) -->.*?<!-- /kept: \1 -->"
+    return "".join("\n" + m.group(0) + "\n" for m in re.finditer(pattern, text, re.S))

@@ -2,9 +2,11 @@
 
 The noise rule (docs/baselines.md): a metric regressed when it grew by more than the relative
 tolerance AND by more than an absolute floor below which the profiler cannot tell a difference
-from noise (CPU: max(0.05 s, 5 sampling intervals); memory: one sampling threshold). CPU is judged
-on CPU time, never wall time. A line is judged only when it carries at least `line_share` of the
-test's total for that metric. New and vanished lines are reported, never failed.
+from noise (CPU: max(0.05 s, 5 sampling intervals); memory: one sampling threshold; copy volume:
+one copy step). Each gate judges what is counted where there is such a figure (bytes, not
+bytes per second); CPU is judged on CPU time, never wall time. A line is judged only when it
+carries at least `line_share` of the test's total for that metric. New and vanished lines are
+reported, never failed.
 """
 
 from __future__ import annotations
@@ -13,22 +15,22 @@ from dataclasses import dataclass, field
 
 from .baseline_store import LineEntry, TestEntry
 from .gates import COMPARED, METRICS
+from .memory_sampler import COPY_STEP_THRESHOLDS
 
-CPU_TIMED = ("cpu_s", "copy_mb_s")  # metrics that move with the load on other cores
+CPU_TIMED = ("cpu_s",)  # compared metrics that move with the load on other cores
 MIN_CPU_FLOOR_S = 0.05
 CPU_FLOOR_INTERVALS = 5
 GPU_FLOOR_MB = 32.0  # NVML reports allocator reservations, which move in chunks of MBs
 LINE_SHARE = 0.10
 # Allowed growth by default. On a shared 2-core VM the CPU time of unchanged code has slow
 # phases 1.45-1.6x (up to 1.7x) above its fastest, some outlasting every confirmation round;
-# a 2x slowdown measured +93% or more against a fast baseline (docs/baselines.md). Copy rates
-# move with the same phases. Memory figures are counted, not timed, and repeat within a
-# sampling threshold.
+# a 2x slowdown measured +93% or more against a fast baseline (docs/baselines.md). Memory
+# and copy volume are counted, not timed, and repeat within a sampling threshold (a copy step).
 DEFAULT_TOLERANCE = {
     "cpu_s": 0.75,
-    "copy_mb_s": 0.75,
     "peak_mb": 0.25,
     "alloc_mb": 0.25,
+    "copy_mb": 0.25,
     "gpu_peak_mb": 0.25,
 }
 
@@ -38,6 +40,9 @@ class NoiseRule:
     tolerance: float | None = None  # allowed relative growth; None: per-metric defaults
     cpu_floor_s: float = MIN_CPU_FLOOR_S
     memory_floor_mb: float = 10.0  # one memory sampling threshold
+    # One copy step: the shim counts copies in whole steps, so two runs of the same copies
+    # differ by less than one step (docs/memory.md).
+    copy_floor_mb: float = 20.0
     gpu_floor_mb: float = GPU_FLOOR_MB
     line_share: float = LINE_SHARE
 
@@ -49,6 +54,7 @@ class NoiseRule:
             tolerance=tolerance,
             cpu_floor_s=max(MIN_CPU_FLOOR_S, CPU_FLOOR_INTERVALS * interval_s),
             memory_floor_mb=memory_threshold / 2**20,
+            copy_floor_mb=COPY_STEP_THRESHOLDS * memory_threshold / 2**20,
         )
 
     def tolerance_for(self, metric: str) -> float:
@@ -56,14 +62,14 @@ class NoiseRule:
             return self.tolerance
         return DEFAULT_TOLERANCE[metric]
 
-    def floor(self, metric: str, elapsed_s: float) -> float:
+    def floor(self, metric: str) -> float:
         """The smallest growth of `metric` that can count as a regression."""
         if metric == "cpu_s":
             return self.cpu_floor_s
         if metric == "gpu_peak_mb":
             return self.gpu_floor_mb
-        if metric == "copy_mb_s":  # one sample's worth of bytes over the test's time
-            return self.memory_floor_mb / max(elapsed_s, 0.01)
+        if metric == "copy_mb":
+            return self.copy_floor_mb
         return self.memory_floor_mb
 
 
@@ -145,9 +151,6 @@ def compare(baseline: TestEntry, current: TestEntry, rule: NoiseRule) -> Compari
         new_lines=len(new),
         vanished_lines=len(vanished),
     )
-    elapsed = min(baseline.elapsed_s, current.elapsed_s) or max(
-        baseline.elapsed_s, current.elapsed_s
-    )
     for metric in COMPARED:
         name = metric.name
         before, after = baseline.metrics.get(name), current.metrics.get(name)
@@ -156,25 +159,33 @@ def compare(baseline: TestEntry, current: TestEntry, rule: NoiseRule) -> Compari
                 why = (
                     "the baseline has it but this run did not measure it"
                     if after is None
-                    else "this run measured it but the baseline has none (re-save the baseline "
-                    "to gate on it)"
+                    else _baseline_lacks(name, baseline)
                 )
                 message = f"{metric.label} not compared: {why}"
                 result.findings.append(Finding("not_compared", name, before, after, message))
             continue
-        judge = _Judge(name, rule, elapsed)
+        judge = _Judge(name, rule)
         result.findings += judge.test(baseline, current, pairs, new)
         result.findings += judge.lines(baseline, current, pairs, new, vanished)
     return result
 
 
+def _baseline_lacks(name: str, baseline: TestEntry) -> str:
+    if name == "copy_mb" and "copy_mb_s" in baseline.metrics:
+        return (
+            "the baseline predates counted copy volume (it holds the copy rate, MB/s, which is "
+            "no longer compared): re-save the baseline to gate on the MB copied"
+        )
+    return "this run measured it but the baseline has none (re-save the baseline to gate on it)"
+
+
 class _Judge:
     """One metric's verdicts, on the test total and on the lines that matter."""
 
-    def __init__(self, name: str, rule: NoiseRule, elapsed_s: float) -> None:
+    def __init__(self, name: str, rule: NoiseRule) -> None:
         self.name, self.metric = name, METRICS[name]
         self.tolerance = rule.tolerance_for(name)
-        self.floor = rule.floor(name, elapsed_s)
+        self.floor = rule.floor(name)
         self.line_share = rule.line_share
 
     def value(self, entry: LineEntry | TestEntry | None) -> float:

@@ -12,10 +12,10 @@ between them loses nothing; it is drained again at the end.
 
 Per line (JSON keys): peak_mb and avg_mb (footprint above the test's start at the line's
 samples), alloc_mb (net growth at its grow samples), python_alloc_fraction (Python's share of
-the bytes allocated in its samples' windows), copy_mb_s (bytes copied / the line's CPU time),
-timeline, and leak_probability / leak_rate_mb_s where the line holds tracked allocations.
-Per test: peak_mb (exact high-water mark), alloc_mb, copy_mb_s (over the test's time),
-timeline, leaks.
+the bytes allocated in its samples' windows), copy_mb (MB copied, counted in whole copy steps)
+and copy_mb_s (those MB / the line's CPU time), timeline, and leak_probability / leak_rate_mb_s
+where the line holds tracked allocations. Per test: peak_mb (exact high-water mark), alloc_mb,
+copy_mb and copy_mb_s (over the test's time), timeline, leaks.
 """
 
 from __future__ import annotations
@@ -183,6 +183,7 @@ class MemorySampler:
         self._points.append((elapsed_s, (end_fp - start_fp) / MB))
         profile.extra["peak_mb"] = max(0.0, (native.peak() - start_fp) / MB)
         profile.extra["alloc_mb"] = max(0.0, self._grown / MB)
+        profile.extra["copy_mb"] = self._copied / MB
         profile.extra["copy_mb_s"] = self._copied / MB / elapsed_s if elapsed_s > 0 else 0.0
         profile.extra["timeline"] = timeline.reduce(self._points)
         evidence = []
@@ -197,6 +198,7 @@ class MemorySampler:
             extra["python_alloc_fraction"] = (
                 min(1.0, line.python / line.allocated) if line.allocated > 0 else 0.0
             )
+            extra["copy_mb"] = line.copied / MB
             seconds = stats.cpu_s if stats.cpu_s > 0 else elapsed_s
             extra["copy_mb_s"] = line.copied / MB / seconds if seconds > 0 else 0.0
             if line.points:
@@ -208,7 +210,14 @@ class MemorySampler:
                 extra["leak_rate_mb_s"] = leaks.rate_mb_s(found.grown_mb, elapsed_s)
                 evidence.append(found)
         for stats in profile.lines.values():  # lines with CPU samples only: nothing sampled
-            for name in ("peak_mb", "avg_mb", "alloc_mb", "python_alloc_fraction", "copy_mb_s"):
+            for name in (
+                "peak_mb",
+                "avg_mb",
+                "alloc_mb",
+                "python_alloc_fraction",
+                "copy_mb",
+                "copy_mb_s",
+            ):
                 stats.extra.setdefault(name, 0.0)
         grew = leaks.footprint_grew(start_fp, end_fp)
         profile.extra["leaks"] = leaks.report(evidence, grew, elapsed_s)

@@ -194,7 +194,8 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         default=Repeat(),
         metavar="N|SECONDS",
         help="run each profiled test's call N times, or (e.g. 10s) until its runs have lasted "
-        "that long; CPU figures come from the fastest run, the others are medians (default 1)",
+        "that long; CPU from the fastest run after the first (a warm-up), the counted "
+        "figures (memory, copy volume) from the first run (default 1)",
     )
     add(
         "--profile-regression",
@@ -202,8 +203,8 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         default=None,
         metavar="FRACTION",
         help="allowed growth over the baseline for every metric, e.g. 0.25 for +25%% (default: "
-        f"{DEFAULT_TOLERANCE['cpu_s']:g} for CPU time and copy rates, "
-        f"{DEFAULT_TOLERANCE['peak_mb']:g} for memory; perf_budget(regression=...) "
+        f"{DEFAULT_TOLERANCE['cpu_s']:g} for CPU time, "
+        f"{DEFAULT_TOLERANCE['peak_mb']:g} for memory and copy volume; perf_budget(regression=...) "
         "overrides it per test)",
     )
     add(

@@ -46,7 +46,7 @@ def test_entry_keys_lines_by_function_offset_and_text(tmp_path):
     stats.extra.update(peak_mb=12.5, python_alloc_fraction=0.3)  # not compared: not stored
     profile.extra["peak_mb"] = 12.5
     entry = store.entry_from_profile(profile, str(tmp_path))
-    assert entry.metrics == {"cpu_s": 0.5, "peak_mb": 12.5, "alloc_mb": 0.0, "copy_mb_s": 0.0}
+    assert entry.metrics == {"cpu_s": 0.5, "peak_mb": 12.5, "alloc_mb": 0.0, "copy_mb": 0.0}
     assert entry.lines == (
         LineEntry(
             MODULE, "load_frame", 2, "frame = read( path )", 3, {"cpu_s": 0.5, "peak_mb": 12.5}
