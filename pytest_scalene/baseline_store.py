@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .atomic_write import write_text_atomic
+from .dir_lock import locked
 from .gates import COMPARED
 from .model import TestProfile
 
@@ -322,17 +323,29 @@ def save(
     by_module: dict[str, dict[str, TestEntry]] = {}
     for nodeid, entry in entries.items():
         by_module.setdefault(module_of(nodeid), {})[nodeid] = entry
-    written = []
-    for module, tests in sorted(by_module.items()):
-        path = path_for(baseline_dir, module)
-        kept: dict[str, TestEntry] = {}
-        warning = None
-        if path.exists():
-            try:
-                kept = read(path).tests
-            except BaselineError as exc:
-                warning = f"replaced an unreadable file ({exc.reason})"
-        merged = {**kept, **tests}
-        baseline = ModuleBaseline(module, interval_s, clock, repeat, dict(sorted(merged.items())))
-        written.append((write(baseline_dir, baseline), len(tests), warning))
-    return written
+    with locked(baseline_dir):  # another run may be saving into this directory now
+        return [
+            _save_module(baseline_dir, module, tests, interval_s, clock, repeat)
+            for module, tests in sorted(by_module.items())
+        ]
+
+
+def _save_module(
+    baseline_dir: str | os.PathLike[str],
+    module: str,
+    tests: dict[str, TestEntry],
+    interval_s: float,
+    clock: str,
+    repeat: int,
+) -> tuple[Path, int, str | None]:
+    path = path_for(baseline_dir, module)
+    kept: dict[str, TestEntry] = {}
+    warning = None
+    if path.exists():
+        try:
+            kept = read(path).tests
+        except BaselineError as exc:
+            warning = f"replaced an unreadable file ({exc.reason})"
+    merged = {**kept, **tests}
+    baseline = ModuleBaseline(module, interval_s, clock, repeat, dict(sorted(merged.items())))
+    return write(baseline_dir, baseline), len(tests), warning

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from .comparison import DEFAULT_TOLERANCE
+from .history.options import add_history_options
 
 DEFAULT_INTERVAL_S = 0.01
 # A prime just above 10 MB (10 * 2**20 = 10485760), as in the Scalene paper: a round number would
@@ -157,6 +158,7 @@ def add_options(parser: pytest.Parser) -> None:
         " multiprocessing fork and spawn) and charge their lines to the test",
     )
     add_gate_options(group)
+    add_history_options(group)
 
 
 def _non_negative_float(text: str) -> float:
@@ -249,7 +251,10 @@ class ProfileOptions:
         return cls(
             # Baselines need every test profiled, not only the budgeted ones.
             enabled=bool(
-                opt("--profile") or opt("--profile-save-baseline") or opt("--profile-compare")
+                opt("--profile")
+                or opt("--profile-save-baseline")
+                or opt("--profile-compare")
+                or opt("--profile-history-compare")
             ),
             interval_s=opt("--profile-interval"),
             clock=opt("--profile-clock"),

@@ -20,6 +20,9 @@ from . import (
 )
 from .gate_hooks import PLUGIN_NAME, GatePlugin
 from .gpu_sampler import GpuSetup
+from .history.options import HistoryOptions, add_history_ini
+from .history.pytest_plugin import PLUGIN_NAME as HISTORY_PLUGIN_NAME
+from .history.pytest_plugin import HistoryPlugin
 from .html_report import write_html
 from .json_report import write_json
 from .options import GateOptions, ProfileOptions, add_options
@@ -39,6 +42,7 @@ XDIST_PRELOAD_NAME = "pytest_scalene_xdist_preload"
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     flag_conflicts.check(parser, pluginmanager)
     add_options(parser)
+    add_history_ini(parser)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -64,6 +68,9 @@ def pytest_configure(config: pytest.Config) -> None:
     xdist_relay.install(config, profiler.session)  # a crashed xdist worker loses one test
     gates = GatePlugin(config, profiler, GateOptions.from_config(config))
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
+    history = HistoryOptions.from_config(config)
+    if history.url:  # after the gates: see history/pytest_plugin.py
+        config.pluginmanager.register(HistoryPlugin(config, profiler, history), HISTORY_PLUGIN_NAME)
     if not hasattr(config, "workerinput"):  # xdist controller: workers start preloaded too
         config.pluginmanager.register(XdistPreload(), XDIST_PRELOAD_NAME)
     gpu = config.stash[GPU_KEY] = GpuSetup(profiler)

@@ -1,0 +1,75 @@
+"""Judging a test against its own recent runs on this machine: it regressed when a metric is
+above the runs' median by more than MADS robust standard deviations (1.4826 x the median
+absolute deviation) AND by more than the noise rule's absolute floor. The machine's own spread
+sets the tolerance, so a quiet runner gets a tight gate and a noisy one a loose one, without
+anybody choosing a percentage (docs/history.md, "Judging against history")."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..comparison import NoiseRule
+from ..gates import COMPARED
+
+MADS = 5.0  # how many robust standard deviations above the median still pass
+MAD_TO_SIGMA = 1.4826  # for normal noise, sigma = 1.4826 x MAD
+MIN_RUNS = 5
+
+
+@dataclass(frozen=True)
+class HistoryVerdict:
+    metric: str
+    median: float
+    spread: float  # robust standard deviation (MAD_TO_SIGMA x MAD)
+    limit: float
+    value: float
+    runs: int
+    passed: bool
+    message: str
+
+
+def _spread(values: Sequence[float], median: float) -> float:
+    return MAD_TO_SIGMA * statistics.median(abs(v - median) for v in values)
+
+
+def judge(
+    current: dict[str, float | None],
+    past: Sequence[dict[str, Any]],
+    rule: NoiseRule,
+    elapsed_s: float,
+) -> tuple[list[HistoryVerdict], list[str]]:
+    """Verdicts for the metrics measured now and in at least MIN_RUNS earlier passed runs, and
+    notes for those that could not be judged."""
+    verdicts: list[HistoryVerdict] = []
+    notes: list[str] = []
+    for metric in COMPARED:
+        value = current.get(metric.name)
+        earlier = [float(p[metric.name]) for p in past if p.get(metric.name) is not None]
+        if value is None:
+            continue
+        if len(earlier) < MIN_RUNS:
+            if earlier or metric.name == "cpu_s":
+                notes.append(
+                    f"{metric.label} not judged against history: {len(earlier)} earlier passed "
+                    f"run(s) on this machine with these options, {MIN_RUNS} needed"
+                )
+            continue
+        median = statistics.median(earlier)
+        spread = _spread(earlier, median)
+        limit = median + max(MADS * spread, rule.floor(metric.name, elapsed_s))
+        passed = value <= limit
+        fmt = metric.format
+        change = f"{(value / median - 1) * 100:+.0f}%" if median > 0 else "from 0"
+        head = metric.label if passed else f"{metric.label} regressed against history:"
+        message = (
+            f"{head} {fmt(value)} vs median {fmt(median)} of the last {len(earlier)} runs "
+            f"on this machine ({change}); fails above {fmt(limit)} (median + max({MADS:g} x "
+            f"spread {fmt(spread)}, floor {fmt(rule.floor(metric.name, elapsed_s))}))"
+        )
+        verdicts.append(
+            HistoryVerdict(metric.name, median, spread, limit, value, len(earlier), passed, message)
+        )
+    return verdicts, notes
