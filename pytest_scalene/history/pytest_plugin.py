@@ -112,7 +112,7 @@ class HistoryPlugin:
         verdicts = profile.extra.setdefault(VERDICTS_KEY, [])
         verdicts += [
             {
-                "kind": "history",
+                "kind": "regression",  # against history: "baseline" is the median
                 "metric": v.metric,
                 "limit": v.limit,
                 "baseline": v.median,
