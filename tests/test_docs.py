@@ -176,7 +176,7 @@ def _keys(value: Any, found: set[str]) -> set[str]:
 def _extra_keys() -> set[str]:
     """Every key the plugin's modules write into a LineStats/TestProfile `extra` dict."""
     found: set[str] = set()
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         constants = {
             target.id: node.value.value
@@ -235,7 +235,7 @@ def _strings(node: ast.AST, constants: dict[str, str], loops: dict[str, list]) -
         return {constants[node.id]}
     if isinstance(node, (ast.Attribute, ast.Name)):  # module.CONSTANT, or an imported CONSTANT
         name = node.attr if isinstance(node, ast.Attribute) else node.id
-        for path in sorted(PACKAGE.glob("*.py")):
+        for path in sorted(PACKAGE.rglob("*.py")):
             value = re.search(rf"^{name} = \"(\w+)\"", path.read_text(), re.M)
             if value:
                 return {value.group(1)}

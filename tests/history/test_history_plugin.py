@@ -105,9 +105,10 @@ def _copies(db, count: int, cpu_s: float) -> None:
                 TestRecord(name, "passed", {"cpu_s": cpu_s * (1 + 0.01 * k)}, [], ())
                 for name in ("test_mod.py::test_crunch", "test_mod.py::test_other")
             )
-            store.record(
-                RunRecord(f"copy{k}", 1.0 + k, "c", "main", False, run.machine, info, options, tests)
+            record = RunRecord(
+                f"copy{k}", 1.0 + k, "c", "main", False, run.machine, info, options, tests
             )
+            store.record(record)
 
 
 @pytest.mark.slow
@@ -119,7 +120,7 @@ def test_history_compare_fails_a_test_far_above_its_recent_runs(pytester):
     result = run(pytester, "--profile-history-compare", f"--profile-history={db}", "-rf")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        ["CPU time regressed against history: * vs median 0.01 s of the last 9 runs on this machine*"]
+        ["CPU time regressed against history: * vs median 0.01 s of the last 9 runs on this *"]
     )
 
 

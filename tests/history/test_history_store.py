@@ -9,7 +9,7 @@ import os
 import sqlite3
 
 import pytest
-from history_support import make_run, postgres, store_url  # noqa: F401 (fixtures)
+from history_support import make_run
 
 from pytest_scalene.history import schema
 from pytest_scalene.history.store import HistoryError, HistoryStore, open_store
@@ -191,9 +191,11 @@ def test_a_damaged_sqlite_history_is_a_clear_error(tmp_path):
     data = bytearray(path.read_bytes())
     data[4096:] = b"\xff" * (len(data) - 4096)  # every page after the first overwritten
     path.write_bytes(bytes(data))
-    with pytest.raises(HistoryError, match="not an SQLite database or is damaged"):
-        with open_store(str(path)) as store:
-            store.series(store.runs())
+    with (
+        pytest.raises(HistoryError, match="not an SQLite database or is damaged"),
+        open_store(str(path)) as store,
+    ):
+        store.series(store.runs())
 
 
 def test_another_applications_sqlite_file_is_refused_and_left_alone(tmp_path):

@@ -1,0 +1,147 @@
+"""The history store at scale: a synthetic history of TESTS tests x RUNS runs x LINES lines a
+test, in SQLite and PostgreSQL; the store's size, the time to record one more run, and the time
+to draw the history page (the last PAGE_RUNS runs of every test, change points included).
+Writes its section of docs/benchmarks.md (after HISTORY_MARK) and history_bench.json.
+
+    .venv/bin/python benchmarks/history_bench.py                       # 2000 x 1000 x 20, SQLite
+    .venv/bin/python benchmarks/history_bench.py --backend postgresql --runs 100
+
+Each run records through the store's own record(), as pytest does. With --runs below the target,
+the size is also extrapolated linearly to 1,000 runs (rows per run are the same in every run).
+PostgreSQL runs on a throwaway server (tests/history/pg_server.py) with fsync off, as in the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "history"))
+
+from pytest_scalene.history.history_html import render_page  # noqa: E402
+from pytest_scalene.history.record import LineRecord, RunRecord, TestRecord  # noqa: E402
+from pytest_scalene.history.store import open_store  # noqa: E402
+
+HISTORY_MARK = "<!-- history benchmark: written by benchmarks/history_bench.py -->"
+TARGET_RUNS = 1000
+RECORD_REPEATS = 5
+PAGE_RUNS = 100
+
+
+def synthetic_run(k: int, tests: int, lines: int, rng: random.Random) -> RunRecord:
+    records = []
+    for t in range(tests):
+        cpu = 0.05 + 0.001 * (t % 97)
+        records.append(
+            TestRecord(
+                f"tests/test_mod{t // 50}.py::test_case_{t}",
+                "passed",
+                {"elapsed_s": cpu * 1.1, "cpu_s": cpu * rng.uniform(0.9, 1.3), "peak_mb": 12.0},
+                [{"kind": "budget", "metric": "cpu_s", "passed": True}],
+                tuple(
+                    LineRecord(
+                        f"src/module{t // 50}.py",
+                        10 + line,
+                        f"function_{t}",
+                        (cpu / lines * rng.uniform(0.8, 1.4), 1.5, 0.5, 0.0),
+                    )
+                    for line in range(lines)
+                ),
+            )
+        )
+    return RunRecord(
+        uuid.uuid4().hex, 1.7e9 + k * 600, f"{k:040x}", "main", False, "bench-machine",
+        {"cpu": "bench"}, {"interval_s": 0.01}, tuple(records),
+    )  # fmt: skip
+
+
+def store_size(store, url: str) -> int:
+    if url.startswith("postgresql"):
+        rows = store._execute(
+            "SELECT SUM(pg_total_relation_size(quote_ident(table_name))) FROM "
+            "information_schema.tables WHERE table_schema = current_schema()"
+        )
+        return int(rows[0][0])
+    return sum(os.path.getsize(p) for p in (url, url + "-wal") if os.path.exists(p))
+
+
+def measure(url: str, tests: int, runs: int, lines: int) -> dict:
+    rng = random.Random(7)
+    started = time.perf_counter()
+    with open_store(url) as store:
+        for k in range(runs):
+            store.record(synthetic_run(k, tests, lines, rng))
+            if k % 100 == 99:
+                print(f"  {k + 1} runs, {time.perf_counter() - started:.0f} s", flush=True)
+        fill_s = time.perf_counter() - started
+        if not url.startswith("postgresql"):
+            store._execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = store_size(store, url)
+        record_s = []
+        for k in range(RECORD_REPEATS):
+            run = synthetic_run(runs + k, tests, lines, rng)
+            t0 = time.perf_counter()
+            store.record(run)
+            record_s.append(time.perf_counter() - t0)
+        page_s, page_bytes = [], 0
+        for _ in range(3):
+            t0 = time.perf_counter()
+            recent = store.runs(last=PAGE_RUNS)
+            page = render_page(store, recent, "cpu_s", "")
+            page_s.append(time.perf_counter() - t0)
+            page_bytes = len(page.encode())
+    return {
+        "tests": tests,
+        "runs": runs,
+        "lines": lines,
+        "fill_s": round(fill_s, 1),
+        "size_mb": round(size / 2**20, 1),
+        "size_mb_at_1000_runs": round(size / 2**20 * TARGET_RUNS / runs, 1),
+        "record_one_run_s": round(statistics.median(record_s), 3),
+        "record_one_run_s_all": [round(s, 3) for s in record_s],
+        "page_runs": PAGE_RUNS,
+        "page_s": round(statistics.median(page_s), 2),
+        "page_mb": round(page_bytes / 2**20, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--tests", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=TARGET_RUNS)
+    parser.add_argument("--lines", type=int, default=20)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "history_bench.json"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.backend == "sqlite":
+            result = measure(os.path.join(tmp, "history.db"), args.tests, args.runs, args.lines)
+        else:
+            import pg_server
+
+            server = pg_server.PostgresServer(pg_server.find_bin())
+            server.start()
+            try:
+                url = server.create_database("bench")
+                result = measure(url, args.tests, args.runs, args.lines)
+            finally:
+                server.stop()
+    result["backend"] = args.backend
+    out = Path(args.out)
+    found = json.loads(out.read_text()) if out.exists() else {}
+    found[args.backend] = result
+    out.write_text(json.dumps(found, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
