@@ -61,6 +61,8 @@ class HistoryPlugin:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Open the store now: a bad URL or a foreign database stops the run before any test."""
+        if self.worker and not self.options.compare:
+            return  # the controller checked it and alone records
         try:
             with open_store(self.options.url) as store:
                 if not self.worker:

@@ -84,6 +84,18 @@ def test_an_unusable_store_stops_the_run_before_any_test(pytester):
     assert "Traceback" not in result.stderr.str() and "test_crunch" not in result.stdout.str()
 
 
+def test_an_interrupted_session_is_not_recorded(pytester):
+    pytester.makepyfile(
+        test_mod=SUITE + "\n\ndef test_zz_interrupt():\n    raise KeyboardInterrupt\n"
+    )
+    db = pytester.path / "h.db"
+    result = run(pytester, "--profile", f"--profile-history={db}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["history: run not recorded (exit status *INTERRUPTED*)"])
+    with open_store(str(db)) as store:
+        assert store.runs() == []
+
+
 def test_history_compare_needs_a_store(pytester):
     pytester.makepyfile(test_mod=SUITE)
     result = run(pytester, "--profile-history-compare")
