@@ -7,8 +7,9 @@ from __future__ import annotations
 import itertools
 import uuid
 
-import pg_server
 import pytest
+
+from . import pg_server
 
 BACKENDS = ("sqlite", "postgresql")
 _names = itertools.count()

@@ -9,10 +9,11 @@ import os
 import sqlite3
 
 import pytest
-from history_support import make_run
 
 from pytest_scalene.history import schema
 from pytest_scalene.history.store import HistoryError, HistoryStore, open_store
+
+from .history_support import make_run
 
 
 def test_a_run_reads_back_as_written(store_url):

@@ -1,0 +1,1 @@
+"""The history store, its pytest plugin, trends and change points."""
