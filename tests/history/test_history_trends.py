@@ -72,8 +72,10 @@ def _record(url: str, values: dict[str, list[float]]) -> None:
             )
 
 
-def test_the_step_names_the_first_commit_after_it_in_the_terminal_and_the_page(tmp_path, capsys):
-    url = str(tmp_path / "h.db")
+def test_the_step_names_the_first_commit_after_it_in_the_terminal_and_the_page(
+    tmp_path, capsys, store_url
+):
+    url = store_url  # SQLite, and a PostgreSQL database
     _record(
         url,
         {
