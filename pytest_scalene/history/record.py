@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..gates import METRICS
+from ..json_report import _round as rounded
 from ..model import SessionProfile, TestProfile
 
 # Test totals kept as columns (queried for trends and history verdicts).
@@ -153,7 +154,8 @@ def test_record(profile: TestProfile) -> TestRecord:
         lines.append(LineRecord(key.file, key.line, key.function, values))
     verdicts = profile.extra.get("verdicts", [])
     verdicts = [v for v in verdicts if isinstance(v, dict)] if isinstance(verdicts, list) else []
-    return TestRecord(profile.nodeid, profile.outcome, metrics, verdicts, tuple(lines))
+    # as the JSON profile writes them (6 decimals)
+    return TestRecord(profile.nodeid, profile.outcome, metrics, rounded(verdicts), tuple(lines))
 
 
 def run_record(

@@ -151,5 +151,11 @@ def test_history_compare_passes_a_test_within_its_recent_runs(pytester):
     (verdict,) = [v for v in test["verdicts"] if v["metric"] == "cpu_s"]
     assert verdict["metric"] == "cpu_s" and verdict["passed"] and verdict["baseline"] > 4
     assert test["history"]["runs"] == 9 and test["history"]["machine"]
-    with sqlite3.connect(db) as conn:  # the judged run was recorded too
+    with sqlite3.connect(db) as conn:  # the judged run was recorded too, with its verdicts
         assert conn.execute("SELECT COUNT(*) FROM scalene_runs").fetchone()[0] == 10
+        gates, stored = conn.execute(
+            "SELECT r.gates, r.verdicts FROM scalene_results r JOIN scalene_test_names n "
+            "ON n.id = r.test_id WHERE n.nodeid = 'test_mod.py::test_crunch' "
+            "ORDER BY r.run_id DESC LIMIT 1"
+        ).fetchone()
+    assert gates == "passed" and json.loads(stored) == test["verdicts"]
