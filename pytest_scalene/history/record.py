@@ -22,9 +22,9 @@ from ..model import SessionProfile, TestProfile
 
 # Test totals kept as columns (queried for trends and history verdicts).
 TEST_METRICS = ("elapsed_s", "cpu_s", "cpu_python_s", "cpu_native_s", "cpu_system_s")
-TEST_METRICS += ("peak_mb", "alloc_mb", "copy_mb_s", "gpu_peak_mb", "leaks")
+TEST_METRICS += ("peak_mb", "alloc_mb", "copy_mb", "copy_mb_s", "gpu_peak_mb", "leaks")
 # Per-line figures, packed as float32 (NaN: not measured) after the line's key id.
-LINE_METRICS = ("cpu_s", "peak_mb", "alloc_mb", "copy_mb_s")
+LINE_METRICS = ("cpu_s", "peak_mb", "alloc_mb", "copy_mb")
 _LINE_ROW = struct.Struct("<I" + "f" * len(LINE_METRICS))
 
 
@@ -145,7 +145,7 @@ def test_record(profile: TestProfile) -> TestRecord:
         "cpu_native_s": profile.cpu_native_s,
         "cpu_system_s": profile.cpu_system_s,
     }
-    for name in ("peak_mb", "alloc_mb", "copy_mb_s", "gpu_peak_mb", "leaks"):
+    for name in ("peak_mb", "alloc_mb", "copy_mb", "copy_mb_s", "gpu_peak_mb", "leaks"):
         metrics[name] = METRICS[name].of_test(profile)
     lines = []
     for key in sorted(profile.lines):

@@ -33,7 +33,7 @@ _V1 = (
         test_id BIGINT NOT NULL REFERENCES scalene_test_names (id),
         outcome TEXT NOT NULL, gates TEXT NOT NULL,
         elapsed_s {real}, cpu_s {real}, cpu_python_s {real}, cpu_native_s {real},
-        cpu_system_s {real}, peak_mb {real}, alloc_mb {real}, copy_mb_s {real},
+        cpu_system_s {real}, peak_mb {real}, alloc_mb {real}, copy_mb {real}, copy_mb_s {real},
         gpu_peak_mb {real}, leaks {real},
         verdicts TEXT NOT NULL, lines {blob} NOT NULL,
         PRIMARY KEY (run_id, test_id))""",
