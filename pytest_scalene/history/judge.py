@@ -39,7 +39,6 @@ def judge(
     current: dict[str, float | None],
     past: Sequence[dict[str, Any]],
     rule: NoiseRule,
-    elapsed_s: float,
 ) -> tuple[list[HistoryVerdict], list[str]]:
     """Verdicts for the metrics measured now and in at least MIN_RUNS earlier passed runs, and
     notes for those that could not be judged."""
@@ -59,7 +58,7 @@ def judge(
             continue
         median = statistics.median(earlier)
         spread = _spread(earlier, median)
-        limit = median + max(MADS * spread, rule.floor(metric.name, elapsed_s))
+        limit = median + max(MADS * spread, rule.floor(metric.name))
         passed = value <= limit
         fmt = metric.format
         change = f"{(value / median - 1) * 100:+.0f}%" if median > 0 else "from 0"
@@ -67,7 +66,7 @@ def judge(
         message = (
             f"{head} {fmt(value)} vs median {fmt(median)} of the last {len(earlier)} runs "
             f"on this machine ({change}); fails above {fmt(limit)} (median + max({MADS:g} x "
-            f"spread {fmt(spread)}, floor {fmt(rule.floor(metric.name, elapsed_s))}))"
+            f"spread {fmt(spread)}, floor {fmt(rule.floor(metric.name))}))"
         )
         verdicts.append(
             HistoryVerdict(metric.name, median, spread, limit, value, len(earlier), passed, message)

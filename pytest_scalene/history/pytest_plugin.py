@@ -79,7 +79,7 @@ class HistoryPlugin:
         options = self.profiler.options
         rule = NoiseRule.for_run(None, options.interval_s, options.memory_threshold)
         current = records.test_record(profile).metrics
-        return judge(current, self.recent.get(nodeid, []), rule, profile.elapsed_s)
+        return judge(current, self.recent.get(nodeid, []), rule)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -92,7 +92,7 @@ class HistoryPlugin:
                 if not any(v.metric in CPU_TIMED and not v.passed for v in found):
                     break
                 time.sleep(pause)
-                run_again(self.profiler, item.nodeid, 1, item.runtest)
+                run_again(self.profiler, item.nodeid, 1, item.runtest, warmup=False)
         return result
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
