@@ -14,7 +14,7 @@ import json
 import linecache
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -317,15 +317,18 @@ def save(
     interval_s: float,
     clock: str,
     repeat: int,
+    keep: Callable[[TestEntry, TestEntry], bool] | None = None,
 ) -> list[tuple[Path, int, str | None]]:
     """Write the entries, one file per module, keeping the stored tests that did not run now.
+    `keep(stored, new)`: keep the stored entry instead (figures within noise); a file in which
+    every entry is kept, with the same interval and clock, is left as it is (byte-identical).
     Returns (path, tests written, warning) per file."""
     by_module: dict[str, dict[str, TestEntry]] = {}
     for nodeid, entry in entries.items():
         by_module.setdefault(module_of(nodeid), {})[nodeid] = entry
     with locked(baseline_dir):  # another run may be saving into this directory now
         return [
-            _save_module(baseline_dir, module, tests, interval_s, clock, repeat)
+            _save_module(baseline_dir, module, tests, interval_s, clock, repeat, keep)
             for module, tests in sorted(by_module.items())
         ]
 
@@ -337,15 +340,26 @@ def _save_module(
     interval_s: float,
     clock: str,
     repeat: int,
+    keep: Callable[[TestEntry, TestEntry], bool] | None,
 ) -> tuple[Path, int, str | None]:
     path = path_for(baseline_dir, module)
     kept: dict[str, TestEntry] = {}
     warning = None
+    stored: ModuleBaseline | None = None
     if path.exists():
         try:
-            kept = read(path).tests
+            stored = read(path)
+            kept = stored.tests
         except BaselineError as exc:
             warning = f"replaced an unreadable file ({exc.reason})"
+    if keep is not None:
+        tests = {n: e for n, e in tests.items() if n not in kept or not keep(kept[n], e)}
+        same_settings = stored is not None and (stored.interval_s, stored.clock) == (
+            interval_s,
+            clock,
+        )
+        if same_settings and not tests:
+            return path, 0, "unchanged: every test within noise of the file"
     merged = {**kept, **tests}
     baseline = ModuleBaseline(module, interval_s, clock, repeat, dict(sorted(merged.items())))
     return write(baseline_dir, baseline), len(tests), warning

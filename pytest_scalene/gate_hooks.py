@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,14 @@ import pytest
 
 from . import baseline_store, markdown_report, xdist_bridge
 from .atomic_write import write_text_atomic
+from .baseline_keep import within_noise
 from .budgets import MARKER, Budget, BudgetError, check, parse_marks
 from .comparison import CPU_TIMED, Comparison, NoiseRule, compare
 from .gates import METRICS, Availability
 from .model import TestProfile
 from .options import GateOptions
 from .profiler import Profiler
-from .repeat import run_again
+from .repeat import NOT_REPEATABLE_KEY, first_run_recorded_outcome, rerun_of, run_again
 
 BUDGET_KEY = pytest.StashKey[Budget]()
 CLEARED_KEY = pytest.StashKey[str]()  # a CPU suspect that warm re-runs cleared, for the notes
@@ -33,6 +35,7 @@ CLEARED_KEY = pytest.StashKey[str]()  # a CPU suspect that warm re-runs cleared,
 # longer than the slowest CPU phase seen on the development VM (6.5 s; docs/baselines.md).
 CONFIRM_PAUSES_S = (0.5, 1.0, 2.0, 4.0)
 PLUGIN_NAME = "pytest-scalene-gates"
+MAX_NOTES = 10  # summary lines shown without -v
 
 
 def _shim_loaded() -> bool:
@@ -137,9 +140,12 @@ class GatePlugin:
             result = yield
             if item.nodeid not in self.profiler.session.tests:
                 return result
+            if first_run_recorded_outcome(item):
+                return result  # a unittest skip or failure: its outcome comes with the report
             repeat = self.options.repeat
             if repeat.more:
-                run_again(self.profiler, item.nodeid, repeat.runs - 1, item.runtest, repeat.seconds)
+                rerun = rerun_of(item)
+                run_again(self.profiler, item.nodeid, repeat.runs - 1, rerun, repeat.seconds)
             if self.options.compare:
                 self._confirm_cpu_regressions(item)
             return result
@@ -154,7 +160,10 @@ class GatePlugin:
         budget = item.stash.get(BUDGET_KEY, Budget())
         suspect: str | None = None
         for pause in (*CONFIRM_PAUSES_S, None):
-            found = self._comparison(self.profiler.session.tests[item.nodeid], budget)
+            profile = self.profiler.session.tests[item.nodeid]
+            if NOT_REPEATABLE_KEY in profile.extra:
+                return  # no more runs: judged on those it had
+            found = self._comparison(profile, budget)
             suspects = [f for f in (found[1].regressions if found else []) if f.metric in CPU_TIMED]
             if not suspects:
                 break
@@ -163,7 +172,7 @@ class GatePlugin:
             suspect = suspect or suspects[0].message
             time.sleep(pause)
             runs = self.options.repeat.runs
-            run_again(self.profiler, item.nodeid, runs, item.runtest, warmup=False)
+            run_again(self.profiler, item.nodeid, runs, rerun_of(item), warmup=False)
         if suspect is not None and found is not None and found[0].repeat == 1:
             item.stash[CLEARED_KEY] = (
                 f"{suspect}; cleared by warm re-runs, but the baseline holds one cold run, so a "
@@ -328,7 +337,8 @@ class GatePlugin:
         if self.options.save_baseline:
             self._save_baselines(session)
         if self.options.markdown_path is not None:
-            text = markdown_report.render(self.profiler.session, self.rootdir)
+            outcomes = markdown_report.RunOutcomes.of(session)
+            text = markdown_report.render(self.profiler.session, self.rootdir, outcomes)
             self._write(
                 session,
                 "--profile-markdown",
@@ -350,8 +360,12 @@ class GatePlugin:
         repeat = max(runs) if self.options.repeat.seconds else self.options.repeat.runs
 
         def save() -> None:
+            rule = NoiseRule.for_run(
+                self.options.regression, options.interval_s, options.memory_threshold
+            )
+            keep = partial(within_noise, rule=rule)  # re-saving unchanged code changes no byte
             for path, count, warning in baseline_store.save(
-                self.options.baseline_dir, entries, options.interval_s, options.clock, repeat
+                self.options.baseline_dir, entries, options.interval_s, options.clock, repeat, keep
             ):
                 note = f" ({warning})" if warning else ""
                 self.summary.append(f"baseline saved: {path} ({count} tests){note}")
@@ -369,12 +383,18 @@ class GatePlugin:
             self.summary.append(f"ERROR {option}: cannot write {name}: {exc.strerror or exc}")
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
+    def _details(self) -> bool:
+        return bool(self.config.getoption("--profile-details")) or self.config.get_verbosity() > 0
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        lines = list(self.summary)
+        lines = [ln for ln in self.summary if not ln.startswith("ERROR")]
+        lines += [ln for ln in self.summary if ln.startswith("ERROR")]  # also at the very end
         for nodeid, profile in self.profiler.session.tests.items():
             baseline = profile.extra.get("baseline")
             if isinstance(baseline, dict):
                 lines += [f"{nodeid}: {note}" for note in baseline.get("notes", [])]
+        if len(lines) > MAX_NOTES and not self._details():  # thousands of tests: a screen
+            lines = [*lines[:MAX_NOTES], f"and {len(lines) - MAX_NOTES} more (-v shows them)"]
         if not lines:
             return
         terminalreporter.write_sep("-", "pytest-scalene gates")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import linecache
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from .gates import METRICS
@@ -14,6 +15,56 @@ from .model import SessionProfile, TestProfile
 TOP_LINES = 5
 MAX_TESTS = 20  # tests given a top-lines table: those with failures or notes first, then by CPU
 VERDICTS_KEY = "verdicts"
+# pytest's outcome words, in the order of its final line
+OUTCOME_KEYS = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "error")
+
+
+@dataclass
+class RunOutcomes:
+    """What pytest's final line says, every failure, and whether the run stopped early: the
+    summary must not read "all gates passed" over a red or interrupted run."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    failures: list[tuple[str, str, str]] = field(default_factory=list)  # nodeid, phase, message
+    interrupted: str | None = None
+
+    @classmethod
+    def of(cls, session: Any) -> RunOutcomes:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        stats = getattr(reporter, "stats", None) or {}
+        counts = {k: len(stats[k]) for k in OUTCOME_KEYS if stats.get(k)}
+        failures = [
+            (str(r.nodeid), str(getattr(r, "when", None) or "collect"), _first_line(r))
+            for key in ("failed", "error")
+            for r in stats.get(key, [])
+            if hasattr(r, "nodeid")
+        ]
+        interrupted = None
+        if int(getattr(session, "exitstatus", 0) or 0) == 2:  # ExitCode.INTERRUPTED
+            interrupted = "The run was interrupted"
+        elif getattr(session, "shouldstop", False) or getattr(session, "shouldfail", False):
+            interrupted = f"The run stopped early: {session.shouldstop or session.shouldfail}"
+        return cls(counts, failures, interrupted)
+
+
+def _first_line(report: Any) -> str:
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    text = str(getattr(crash, "message", None) or getattr(report, "longrepr", "") or "")
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= 120 else first[:119] + "…"
+
+
+def _outcome_lines(outcomes: RunOutcomes) -> list[str]:
+    out: list[str] = []
+    if outcomes.interrupted:
+        out += [f"**{outcomes.interrupted}**: these figures cover only the tests that ran.", ""]
+    if outcomes.counts:
+        out += ["Tests: " + ", ".join(f"{n} {k}" for k, n in outcomes.counts.items()) + ".", ""]
+    if outcomes.failures:
+        out += ["### Test failures", "", "| test | phase | message |", "| --- | --- | --- |"]
+        out += [f"| {_code(n)} | {w} | {_cell(m)} |" for n, w, m in outcomes.failures]
+        out.append("")
+    return out
 
 
 def _cell(text: object) -> str:
@@ -115,14 +166,14 @@ def baseline_notes(profile: TestProfile) -> list[str]:
     return [str(n) for n in notes] if isinstance(notes, list) else []
 
 
-def render(session: SessionProfile, rootdir: str) -> str:
+def render(session: SessionProfile, rootdir: str, outcomes: RunOutcomes | None = None) -> str:
     tests = list(session.tests.values())
     checked = [(p, v) for p in tests for v in verdicts(p)]
     failed = [(p, v) for p, v in checked if not v.get("passed", True)]
     kinds = sorted({str(v.get("kind", "")) for _, v in failed})
     counts = ", ".join(f"{k}: {sum(v.get('kind') == k for _, v in failed)}" for k in kinds)
     failing_tests = len({p.nodeid for p, _ in failed})
-    out = ["## pytest-scalene", ""]
+    out = ["## pytest-scalene", "", *_outcome_lines(outcomes or RunOutcomes())]
     if failed:
         out.append(
             f"**{len(failed)} of {len(checked)} gates failed** in {failing_tests} of "
@@ -132,6 +183,7 @@ def render(session: SessionProfile, rootdir: str) -> str:
     else:
         out.append(f"All {len(checked)} gates passed in {len(tests)} profiled tests.")
     notes = [(p, n) for p in tests for n in baseline_notes(p)]
+    notes += [(p, str(p.extra["not_repeatable"])) for p in tests if "not_repeatable" in p.extra]
     if notes:
         out += ["", "### Reported, not failed", ""]
         out += [f"- {_code(p.nodeid)}: {_cell(n)}" for p, n in notes]

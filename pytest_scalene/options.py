@@ -133,6 +133,11 @@ def add_options(parser: pytest.Parser) -> None:
         " the line before and after it)",
     )
     add(
+        "--profile-details",
+        action="store_true",
+        help="the terminal report per test (as -v does); by default a summary of the suite",
+    )
+    add(
         "--profile-memory",
         choices=("auto", "yes", "no"),
         default="auto",

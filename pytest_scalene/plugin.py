@@ -16,6 +16,7 @@ from . import (
     memory_sampler,
     preload,
     terminal_report,
+    terminal_summary,
     xdist_relay,
 )
 from .gate_hooks import PLUGIN_NAME, GatePlugin
@@ -110,13 +111,31 @@ def pytest_runtest_makereport(
     return report
 
 
+def wants_details(config: pytest.Config) -> bool:
+    """The per test report (-v or --profile-details) instead of the suite's summary."""
+    return bool(config.getoption("--profile-details")) or config.get_verbosity() > 0
+
+
+@pytest.hookimpl(trylast=True)  # last, so that the errors end the output
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # noqa: ANN001
     profiler = config.stash.get(PROFILER_KEY, None)
-    if profiler is None or not profiler.session.tests:
+    if profiler is None:
         return
-    terminalreporter.write_sep("=", "pytest-scalene profile")
-    text = terminal_report.render(profiler.session, str(config.rootpath), profiler.options.top)
-    terminalreporter.write_line(text)
+    if profiler.session.tests:
+        terminalreporter.write_sep("=", "pytest-scalene profile")
+        rootdir = str(config.rootpath)
+        if wants_details(config):
+            text = terminal_report.render(profiler.session, rootdir, profiler.options.top)
+        else:
+            text = terminal_summary.render_summary(profiler.session, rootdir)
+        terminalreporter.write_line(text)
+    gates = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    gate_lines = getattr(gates, "summary", [])
+    errors = profiler.errors + [ln for ln in gate_lines if ln.startswith("ERROR")]
+    if errors:  # repeated here, next to the final status line, however long the report
+        terminalreporter.write_sep("-", "pytest-scalene errors", red=True)
+        for line in errors:
+            terminalreporter.write_line(line, red=True, bold=True)
 
 
 def _write_report_files(session: pytest.Session, profiler: Profiler) -> None:
@@ -137,14 +156,18 @@ def _write_report_files(session: pytest.Session, profiler: Profiler) -> None:
             elif recorder is not None:
                 write_speedscope(profiler.session, recorder, path)
         except OSError as exc:
-            _report_unwritable(session, option, path, exc)
+            _report_unwritable(session, profiler, option, path, exc)
 
 
-def _report_unwritable(session: pytest.Session, option: str, path: Path, exc: OSError) -> None:
+def _report_unwritable(
+    session: pytest.Session, profiler: Profiler, option: str, path: Path, exc: OSError
+) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     message = f"pytest-scalene: cannot write {option} file {path}: {exc.strerror or exc}"
     if reporter is not None:
+        reporter.ensure_newline()  # not glued to the progress line
         reporter.write_line(message, red=True, bold=True)
+    profiler.errors.append(f"ERROR {message}")  # repeated at the end of the output
     session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
@@ -172,4 +195,4 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     try:
         write_json(profiler.session, profiler.options.json_path)
     except OSError as exc:
-        _report_unwritable(session, "--profile-json", profiler.options.json_path, exc)
+        _report_unwritable(session, profiler, "--profile-json", profiler.options.json_path, exc)

@@ -110,9 +110,20 @@ def prepare(early_config: pytest.Config) -> None:
     memory = getattr(ns, "profile_memory", "auto")
     # auto: whenever tests are profiled, baselines included (so that they hold memory figures).
     profiling = any(
-        getattr(ns, name, False) for name in ("profile", "profile_save_baseline", "profile_compare")
+        getattr(ns, name, False)
+        for name in (
+            "profile",
+            "profile_save_baseline",
+            "profile_compare",
+            "profile_fail_on_leak",
+            "profile_max_copy_mb_s",
+        )
     )
     wanted = memory == "yes" or (memory == "auto" and profiling)
+    if memory == "auto" and not wanted and not shim_loaded():
+        from .memory_need import selected_need_memory  # plain pytest: memory budgets only
+
+        wanted = selected_need_memory(early_config)
     if not wanted or shim_loaded():
         return
     reason = _why_not(early_config, reexecuted)

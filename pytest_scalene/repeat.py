@@ -13,13 +13,17 @@ of a comparison measure alike (docs/baselines.md, "Which run each figure comes f
   with a run of M.
 
 The test function is called again through `item.runtest()` with the fixture values of the first
-call: setup and teardown run once.
+call: setup and teardown run once. A repeat never changes the test's outcome: a run that fails or
+skips (a test that is not idempotent) ends the repeats, its profile is dropped, and the test is
+judged on the runs before it, with a "not repeatable" note (NOT_REPEATABLE_KEY).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from .model import LineStats, TestProfile
 from .profiler import Profiler
@@ -67,6 +71,37 @@ def combine_runs(runs: list[TestProfile], warmup: bool = True) -> TestProfile:
 
 
 MAX_RUNS = 1000  # with a duration: a test of next to no time stops here
+NOT_REPEATABLE_KEY = "not_repeatable"  # in TestProfile.extra: why the repeats stopped early
+
+
+def rerun_of(item: pytest.Item) -> Callable[[], None]:
+    """`item.runtest` for a repeat, raising what a unittest TestCase records instead of raising
+    (a skip, a failure): pytest reports such records at the next phase, so a repeat's record
+    left there would count the test twice (a skipped test as two skips)."""
+
+    def call() -> None:
+        records = getattr(item, "_excinfo", None) or []
+        before = len(records)
+        item.runtest()
+        records = getattr(item, "_excinfo", None) or []
+        if len(records) > before:
+            new = records[before:]
+            del records[before:]
+            raise new[0].value
+
+    return call
+
+
+def first_run_recorded_outcome(item: pytest.Item) -> bool:
+    """A unittest TestCase that skipped or failed records it instead of raising: no repeats."""
+    return bool(getattr(item, "_excinfo", None))
+
+
+def _what_happened(exc: BaseException) -> str:
+    if isinstance(exc, pytest.skip.Exception):
+        return "was skipped"
+    text = str(exc).strip().splitlines()
+    return f"failed ({type(exc).__name__}{': ' + text[0][:80] if text else ''})"
 
 
 def run_again(
@@ -76,13 +111,17 @@ def run_again(
     call: Callable[[], object],
     until_s: float = 0.0,
     warmup: bool = True,
-) -> None:
+) -> str | None:
     """Run `call` `times` more times, then more while the wall times of all runs add up to less
     than `until_s` (at most MAX_RUNS runs), each profiled apart, and replace the test's profile
     (already in the session: the first run's when `warmup`) with the combination of all runs.
-    An exception from a repeat propagates: the test fails as it would have on its first call."""
+    A run that raises (fails, skips) ends the repeats without changing the test's outcome: its
+    profile is dropped and the others combined, the profile noting it under NOT_REPEATABLE_KEY;
+    the note is returned (None when every run passed). An interrupt (Ctrl-C, pytest.exit)
+    propagates."""
     tests = profiler.session.tests
     runs = [tests.pop(nodeid)]
+    note = runs[0].extra.get(NOT_REPEATABLE_KEY)
 
     def wanted() -> bool:
         if len(runs) <= times:
@@ -90,9 +129,23 @@ def run_again(
         return sum(r.elapsed_s for r in runs) < until_s and len(runs) < MAX_RUNS
 
     try:
-        while wanted():
-            with profiler.profiling(nodeid):
-                call()
+        while note is None and wanted():
+            try:
+                with profiler.profiling(nodeid):
+                    call()
+            except (KeyboardInterrupt, pytest.exit.Exception):
+                tests.pop(nodeid, None)
+                raise
+            except BaseException as exc:  # the test's outcome is its first run's
+                tests.pop(nodeid, None)
+                first = "its first run" if len(runs) == 1 else f"its first {len(runs)} runs"
+                note = (
+                    f"not repeatable: run {len(runs) + 1} {_what_happened(exc)}; judged on {first}"
+                )
+                break
             runs.append(tests.pop(nodeid))
     finally:
-        tests[nodeid] = combine_runs(runs, warmup)
+        combined = tests[nodeid] = combine_runs(runs, warmup)
+        if note is not None:
+            combined.extra[NOT_REPEATABLE_KEY] = note
+    return note
