@@ -15,6 +15,7 @@ from typing import Any
 
 from .gates import METRICS, Availability, Metric, missing_reason, top_line, where
 from .model import TestProfile
+from .natural_values import parse_duration
 
 MARKER = "perf_budget"
 KEYWORDS = (*METRICS, "regression")
@@ -31,7 +32,9 @@ _SIZE_UNITS = {
     "tb": 2.0**20,
     "tib": 2.0**20,
 }
-_SIZE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*(/\s*s)?\s*$")
+_SIZE = re.compile(
+    r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*(/\s*s)?\s*$"
+)
 
 
 class BudgetError(ValueError):
@@ -108,6 +111,11 @@ def parse_value(name: str, value: Any) -> float | bool:
     metric = METRICS.get(name)
     if metric is not None and metric.size and isinstance(value, str):
         return parse_size(value, what, rate=metric.unit == "MB/s")
+    if metric is not None and metric.unit == "s" and isinstance(value, str):
+        try:
+            return parse_duration(value)  # cpu_s="2 s", "500 ms"
+        except ValueError as exc:
+            raise BudgetError(f"{what}: {exc}") from None
     number = _number(value, what)
     if name == "python_fraction" and number > 1:
         raise BudgetError(f"{what}: expected a fraction of CPU time between 0 and 1")

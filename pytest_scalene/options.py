@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from . import ini_options
+from .budgets import BudgetError, parse_size
 from .comparison import DEFAULT_TOLERANCE
 from .history.options import add_history_options
+from .natural_values import parse_duration, parse_fraction
 
 DEFAULT_INTERVAL_S = 0.01
 # A prime just above 10 MB (10 * 2**20 = 10485760), as in the Scalene paper: a round number would
@@ -26,6 +29,71 @@ def _positive_float(text: str) -> float:
     if not value > 0 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
+
+
+def _interval(text: str) -> float:
+    """Seconds, or a duration such as '10 ms' or '0.01 s'."""
+    try:
+        return _positive_float(text)
+    except argparse.ArgumentTypeError as plain:
+        try:
+            value = parse_duration(text)
+        except ValueError:
+            raise plain from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+        return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """A fraction (0.25) or a percentage ('25%')."""
+    try:
+        return _non_negative_float(text)
+    except argparse.ArgumentTypeError:
+        try:
+            return parse_fraction(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _size_bytes(text: str) -> int:
+    """Bytes, or a size such as '10 MB'."""
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError as plain:
+        try:
+            value = int(parse_size(text, "size") * 2**20)
+        except BudgetError:
+            raise argparse.ArgumentTypeError(
+                f"{plain}; or a size such as '10 MB' (B, KB, MB, GB, KiB, MiB, GiB)"
+            ) from None
+        if value < 1:
+            raise plain from None
+        return value
+
+
+def _copy_rate(text: str) -> float:
+    """MB/s, or a rate such as '50 MB/s' or '1 GB/s'."""
+    try:
+        return _positive_float(text)
+    except argparse.ArgumentTypeError as plain:
+        try:
+            value = parse_size(text, "rate", rate=True)
+        except BudgetError:
+            raise argparse.ArgumentTypeError(f"{plain}; or a rate such as '50 MB/s'") from None
+        if not value > 0:
+            raise plain from None
+        return value
 
 
 def _positive_int(text: str) -> int:
@@ -77,11 +145,11 @@ def _output_file(text: str) -> Path:
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("scalene", "pytest-scalene: per-line profiling, budgets, baselines")
-    add = group.addoption
+    add = ini_options.adder(group)  # each option also an ini key, the command line winning
     add("--profile", action="store_true", help="profile every test (CPU, memory, copy, GPU)")
     add(
         "--profile-interval",
-        type=_positive_float,
+        type=_interval,
         default=DEFAULT_INTERVAL_S,
         metavar="SECONDS",
         help="CPU sampling interval (default 0.01)",
@@ -145,7 +213,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--profile-memory-threshold",
-        type=_positive_int,
+        type=_size_bytes,
         default=DEFAULT_MEMORY_THRESHOLD,
         metavar="BYTES",
         help="bytes of net allocation between memory samples (default ~10 MB)",
@@ -166,19 +234,9 @@ def add_options(parser: pytest.Parser) -> None:
     add_history_options(group)
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
 def add_gate_options(group: pytest.OptionGroup) -> None:
     """Budgets, baselines and CI outputs (docs/budgets.md, docs/baselines.md, docs/ci.md)."""
-    add = group.addoption
+    add = ini_options.adder(group)  # each option also an ini key, the command line winning
     add(
         "--profile-save-baseline",
         action="store_true",
@@ -206,7 +264,7 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
     )
     add(
         "--profile-regression",
-        type=_non_negative_float,
+        type=_fraction,
         default=None,
         metavar="FRACTION",
         help="allowed growth over the baseline for every metric, e.g. 0.25 for +25%% (default: "
@@ -227,7 +285,7 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
     )
     add(
         "--profile-max-copy-mb-s",
-        type=_positive_float,
+        type=_copy_rate,
         default=None,
         metavar="MB_S",
         help="fail every profiled test that copies more than MB_S MB/s (needs memory profiling)",

@@ -12,6 +12,7 @@ from . import (
     child_agent,
     child_profiles,
     flag_conflicts,
+    ini_options,
     json_checkpoint,
     memory_sampler,
     preload,
@@ -61,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{BUDGET_MARKER}(**limits): profile this test and fail it when a limit is exceeded "
         "(see pytest-scalene's docs/budgets.md)",
     )
+    ini_options.resolve(config, config.option)  # ini keys for what the command line left out
     options = ProfileOptions.from_config(config)
     config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
     memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim

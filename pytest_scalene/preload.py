@@ -107,6 +107,9 @@ def prepare(early_config: pytest.Config) -> None:
     global _unavailable
     reexecuted = restore_environment()
     ns: Any = early_config.known_args_namespace
+    from .ini_options import resolve
+
+    resolve(early_config, ns)  # the ini keys count here too (profile = true...)
     memory = getattr(ns, "profile_memory", "auto")
     # auto: whenever tests are profiled, baselines included (so that they hold memory figures).
     profiling = any(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -31,3 +32,9 @@ def run_profiled_suite(
     )
     result.assert_outcomes(passed=passed)
     return json.loads(out.read_text())["tests"], path
+
+
+def outside_xdist() -> dict[str, str]:
+    """This environment without xdist's worker variables: a pytest started from a test run with
+    -n would take itself for an xdist worker, which cannot preload the shim."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}

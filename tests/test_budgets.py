@@ -88,6 +88,13 @@ def test_sizes(text, mb):
     assert parse_size(text, "peak_mb") == pytest.approx(mb)
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("2 s", 2.0), ("500 ms", 0.5), ("1.5sec", 1.5), ("0.25", 0.25)]
+)
+def test_cpu_budget_as_a_duration(text, seconds):
+    assert parse_value("cpu_s", text) == pytest.approx(seconds)
+
+
 def test_closest_mark_wins_per_keyword():
     # iter_markers_with_node order: the function's own mark, then the class's, then the module's
     marks = [
@@ -106,7 +113,7 @@ def test_closest_mark_wins_per_keyword():
         ({"peak_mem": 5}, (), "unknown keyword 'peak_mem' (did you mean 'peak_mb'?)"),
         ({"cpu": 5}, (), "unknown keyword 'cpu' (did you mean 'cpu_s'?)"),
         ({"cpu_s": -1}, (), "cpu_s=-1: must not be negative"),
-        ({"cpu_s": "fast"}, (), "cpu_s='fast': expected a number"),
+        ({"cpu_s": "fast"}, (), "cpu_s='fast': expected a duration such as '2 s', '500 ms' or a"),
         ({"cpu_s": True}, (), "cpu_s=True: expected a number"),
         ({"cpu_s": math.nan}, (), "cpu_s=nan: expected a finite number"),
         ({"peak_mb": "lots"}, (), "peak_mb='lots': expected a number of MB or a size"),

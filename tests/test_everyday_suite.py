@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from shim_support import outside_xdist
 
 SUITE = Path(__file__).parent / "data" / "everyday_suite"
 COUNTS = {"failed": 2, "passed": 326, "skipped": 5, "xfailed": 2}
@@ -53,7 +54,11 @@ def run_suite(directory: Path, *args: str) -> Run:
     junit = directory / "junit.xml"
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rf", *args]
     done = subprocess.run(
-        [*command, f"--junitxml={junit}"], cwd=directory, capture_output=True, text=True
+        [*command, f"--junitxml={junit}"],
+        cwd=directory,
+        env=outside_xdist(),
+        capture_output=True,
+        text=True,
     )
     output = done.stdout + done.stderr
     final = output.strip().splitlines()[-1]

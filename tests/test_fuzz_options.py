@@ -14,11 +14,15 @@ from hypothesis import strategies as st
 
 from pytest_scalene.options import (
     Repeat,
+    _copy_rate,
+    _fraction,
+    _interval,
     _non_negative_float,
     _output_file,
     _positive_float,
     _positive_int,
     _repeat,
+    _size_bytes,
 )
 
 # Texts that look like numbers (in every spelling Python accepts or nearly accepts) and others.
@@ -56,6 +60,14 @@ def test_non_negative_float(text):
         return
     assert isinstance(value, float) and math.isfinite(value) and value >= 0
     assert value == float(text)
+
+
+@given(st.one_of(any_text, any_text.map(lambda t: t + "%"), any_text.map(lambda t: t + " ms")))
+def test_natural_values_are_finite_or_refused_quoting_the_text(text):
+    for convert in (_fraction, _interval, _copy_rate, _size_bytes):
+        value = _value_or_error(convert, text)
+        if not isinstance(value, Exception):
+            assert math.isfinite(value) and value >= 0
 
 
 @given(any_text)
