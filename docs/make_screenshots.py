@@ -2,10 +2,10 @@
 
     .venv/bin/python docs/make_screenshots.py
 
-Runs `pytest --profile` on examples/ at 100 columns, saves its HTML report and a picture of its
-terminal report (the text drawn in a terminal-like page), and a picture of the HTML report of
-the hand-made session in tests/report_samples.py (fake figures that exercise every feature:
-memory, GPU, budgets, leaks). Needs headless Chromium (Debian's chromium package).
+Runs `pytest --profile --profile-details` on examples/ at 100 columns, saves its HTML report
+and a picture of its terminal report (the text drawn in a terminal-like page), and a picture of
+the HTML report of the hand-made session in tests/report_samples.py (fake figures that exercise
+every feature: memory, GPU, budgets, leaks). Needs headless Chromium (Debian's chromium package).
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def main() -> None:
         report = work / "report.html"
         env = {**os.environ, "COLUMNS": "100"}
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "--profile", f"--profile-html={report}",
-             "-p", "no:cacheprovider", "-q"],
+            [sys.executable, "-m", "pytest", "--profile", "--profile-details",
+             f"--profile-html={report}", "-p", "no:cacheprovider", "-q"],
             cwd=work, env=env, capture_output=True, text=True,
         )  # fmt: skip
         lines = run.stdout.splitlines()

@@ -118,12 +118,23 @@ def _failures_table(session: SessionProfile) -> list[str]:
                             v.get("metric") or "",
                             _expected(v),
                             _amount(v.get("metric"), v.get("value")) or "not measured",
-                            _code(v.get("line") or ""),
+                            _where(profile, v),
                         )
                     )
                     + " |"
                 )
     return rows
+
+
+def _where(profile: TestProfile, verdict: dict[str, Any]) -> str:
+    """The line cell: the verdict's line; for leaks the likeliest leak's; else the test."""
+    if verdict.get("line"):
+        return _code(verdict["line"])
+    leaks = [x for x in profile.extra.get("leaks") or [] if isinstance(x, dict)]
+    if verdict.get("metric") == "leaks" and leaks:
+        worst = max(leaks, key=lambda x: x.get("probability") or 0)
+        return _code(f"{worst.get('file')}:{worst.get('line')}")
+    return "(the whole test)"
 
 
 def _source(rootdir: str, file: str, line: int) -> str:

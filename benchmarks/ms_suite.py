@@ -1,0 +1,175 @@
+"""Overhead on a suite of millisecond tests, the everyday case (most real suites): N short tests
+run plain, with `--profile --profile-memory=no` (CPU only) and with `--profile` (full),
+interleaved round by round (the order rotates), each in a fresh process.
+
+Figures per mode, medians over the rounds, CPU time (user + system of the pytest process, the
+re-executed one included) rather than wall time: on the shared 2-core VM the wall time of the
+same run varies by 50% with the other agents' load, its CPU time by a few percent:
+- the suite ratio: the profiled run's CPU time over the plain run's, in the same round;
+- the cost per test: the extra CPU time of the profiled run, less the extra of an empty session
+  (the same command selecting no test: start-up, re-execution, collection), over N, in ms;
+- the per-test ratio: the tests' part alone, (run - empty session), profiled over plain.
+Targets (issue 15): <= 1.10x, <= 0.5 ms per test.
+
+    .venv/bin/python benchmarks/ms_suite.py                 # 1000 tests, 5 rounds (~3 min)
+    .venv/bin/python benchmarks/ms_suite.py --tests 300 --rounds 3 --out build/ms
+Writes docs/benchmarks-ms-suite.md and .json (or under --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_RATIO, TARGET_MS = 1.10, 0.5
+MODES = {
+    "plain": [],
+    "cpu_only": ["--profile", "--profile-memory=no", "--profile-gpu=no"],
+    "full": ["--profile", "--profile-gpu=no"],
+}
+
+SUITE = """
+import datetime
+import json
+
+import pytest
+
+DOCS = [{{"id": i, "name": f"n{{i}}", "tags": list(range(i % 9)), "v": i / 7}} for i in range(120)]
+
+
+@pytest.mark.parametrize("i", range({n}))
+def test_case(i):
+    kind = i % 4
+    if kind == 0:
+        assert json.loads(json.dumps(DOCS)) == DOCS
+    elif kind == 1:
+        values = sorted((j * 7919) % 1009 for j in range(6000))
+        assert values[0] == 0
+    elif kind == 2:
+        day = datetime.date(2024, 1, 1) + datetime.timedelta(days=i)
+        for k in range(300):
+            moved = day + datetime.timedelta(days=k)
+            assert datetime.date.fromisoformat(moved.isoformat()) == moved
+    else:
+        assert sum(j * j for j in range(10000)) > 0
+"""
+
+
+def cpu_s(directory: Path, args: list[str]) -> float:
+    """CPU time (user + system) of one pytest run, the re-executed process included."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, cwd=directory, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 5):  # 5: no test selected (the empty session)
+        raise SystemExit(f"{' '.join(args) or 'plain'} failed:\n{done.stdout[-2000:]}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+EMPTY = ["-k", "no_test_has_this_name"]
+
+
+def measure(tests: int, rounds: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        (directory / "test_ms.py").write_text(SUITE.format(n=tests))
+        runs: dict[str, list[float]] = {m: [] for m in MODES}
+        empty: dict[str, list[float]] = {m: [] for m in MODES}
+        order = list(MODES)
+        for r in range(rounds):
+            for mode in order[r % len(order) :] + order[: r % len(order)]:
+                runs[mode].append(cpu_s(directory, MODES[mode]))
+                empty[mode].append(cpu_s(directory, [*MODES[mode], *EMPTY]))
+            print(f"round {r + 1}: " + ", ".join(f"{m} {t[-1]:.2f} s" for m, t in runs.items()))
+    tests_plain = [a - b for a, b in zip(runs["plain"], empty["plain"], strict=True)]
+    summary = {}
+    for mode in ("cpu_only", "full"):
+        rows = list(zip(runs[mode], empty[mode], runs["plain"], tests_plain, strict=True))
+        summary[mode] = {
+            "suite_ratio": statistics.median(run / plain for run, _, plain, _ in rows),
+            "test_ratio": statistics.median((run - e) / tp for run, e, _, tp in rows),
+            "ms_per_test": statistics.median(
+                ((run - e) - tp) * 1000 / tests for run, e, _, tp in rows
+            ),
+            "startup_s": statistics.median(
+                e - p for e, p in zip(empty[mode], empty["plain"], strict=True)
+            ),
+        }
+    return {
+        "tests": tests,
+        "rounds": rounds,
+        "plain_cpu_s_median": statistics.median(runs["plain"]),
+        "plain_ms_per_test": statistics.median(tests_plain) * 1000 / tests,
+        "cpu_s": runs,
+        "empty_session_cpu_s": empty,
+        "summary": summary,
+        "loadavg": os.getloadavg(),
+        "python": sys.version.split()[0],
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def render(results: dict) -> str:
+    rows = []
+    for mode, label in (("cpu_only", "CPU only"), ("full", "full (CPU + memory + copy)")):
+        s = results["summary"][mode]
+        ok = s["suite_ratio"] <= TARGET_RATIO and s["ms_per_test"] <= TARGET_MS
+        rows.append(
+            f"| {label} | {s['suite_ratio']:.2f}x | {s['test_ratio']:.2f}x | "
+            f"{s['ms_per_test']:.2f} ms | {s['startup_s']:.2f} s | "
+            f"{'pass' if ok else '**MISSED**'} |"
+        )
+    return "\n".join(
+        [
+            "# Benchmarks: a suite of millisecond tests",
+            "",
+            "Generated by `python benchmarks/ms_suite.py`. The long workloads are in "
+            "[benchmarks.md](benchmarks.md); most real suites are made of tests of a "
+            "millisecond or so, where a fixed cost per test matters more than the sampler's "
+            "rate. Raw numbers: [benchmarks-ms-suite.json](benchmarks-ms-suite.json).",
+            "",
+            f"{results['tests']} parametrized tests (JSON round trips, sorting, dates, "
+            f"arithmetic: {results['plain_ms_per_test']:.2f} ms of CPU each unprofiled), run "
+            f"plain and profiled, interleaved over {results['rounds']} rounds; Python "
+            f"{results['python']}, {results['date']}, load average at the end "
+            f"{results['loadavg'][0]:.2f} (a shared 2-core VM). CPU time of the whole pytest "
+            "process, not wall time (the module's docstring says why); medians over the "
+            "rounds. The suite ratio includes the start-up (the re-execution that preloads the "
+            "shim, imports); the per-test ratio and cost leave it out (an empty session of the "
+            "same command is subtracted); the last column is that start-up's extra CPU.",
+            "",
+            f"Targets: <= {TARGET_RATIO:.2f}x for the suite and <= {TARGET_MS} ms per test.",
+            "",
+            "| mode | suite CPU vs plain | tests' CPU vs plain | cost per test | start-up extra "
+            "| verdict |",
+            "|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    args = parser.parse_args()
+    results = measure(args.tests, args.rounds)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "benchmarks-ms-suite.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / "benchmarks-ms-suite.md").write_text(render(results))
+    print(render(results))
+
+
+if __name__ == "__main__":
+    main()
