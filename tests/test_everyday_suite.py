@@ -109,11 +109,19 @@ def test_profile_changes_no_outcome(plain: Run, profiled: Run) -> None:
 def test_repeat_and_compare_change_no_outcome(suite: Path, plain: Run) -> None:
     saved = run_suite(suite, "--profile-save-baseline")
     _same_as_plain(saved, plain)
-    compared = run_suite(suite, "--profile-repeat=3", "--profile-compare")
+    compared = run_suite(
+        suite, "--profile-repeat=3", "--profile-compare", "--profile-markdown=s.md"
+    )
     _same_as_plain(compared, plain)
     # the tests that fail or skip when called again say so, and keep their first run's outcome
+    summary = (suite / "s.md").read_text()
     for nodeid in NOT_IDEMPOTENT:
         assert re.search(re.escape(nodeid) + r": not repeatable: run 2 ", compared.output)
+        assert f"`{nodeid}`: not repeatable: run 2 " in summary
+    # the Markdown summary states every failure, not only the gates'
+    assert "Tests: 2 failed, 326 passed, 5 skipped, 2 xfailed." in summary
+    for nodeid in FAILED:
+        assert f"| `{nodeid}` | call |" in summary
 
 
 def test_xdist_changes_no_outcome(suite: Path, plain: Run) -> None:
@@ -164,3 +172,18 @@ def test_saving_twice_leaves_the_baselines_byte_identical(
     again = run_suite(directory, "--profile-save-baseline")
     assert {p.name: p.read_bytes() for p in (directory / "baselines").iterdir()} == first
     assert again.output.count("unchanged: every test within noise") == 4
+
+
+def test_an_interrupted_run_says_so(suite: Path) -> None:
+    stopped = run_suite(suite, "-x", "--profile-markdown=x.md")
+    summary = (suite / "x.md").read_text()
+    assert "**The run stopped early: stopping after 1 failures**" in summary
+    assert stopped.counts["failed"] == 1
+
+
+def test_errors_are_repeated_at_the_end(suite: Path) -> None:
+    (suite / "blocker").write_text("a file where a directory is wanted\n")
+    run = run_suite(suite, "--profile", "--profile-markdown=blocker/s.md", "-k", "stateful")
+    tail = run.output.split("pytest-scalene errors")[1]
+    assert "ERROR --profile-markdown: cannot write blocker" in tail
+    assert "pytest-scalene profile" in run.output.split("pytest-scalene errors")[0]

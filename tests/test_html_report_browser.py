@@ -335,6 +335,19 @@ def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
     browser.click("#tests-table th:nth-child(1)")  # text columns sort A to Z
     assert _column(browser, "tests-table", 0) == sorted(data["tests"])
 
+    # The filter keeps the tests whose id holds the text (any case); empty shows them all.
+    visible = (
+        "(() => { const box = document.querySelector('#tests-filter'); box.value = TEXT;"
+        " box.dispatchEvent(new Event('input'));"
+        " return Array.from(document.querySelectorAll('#tests-table tbody tr'))"
+        ".filter((tr) => !tr.hidden).map((tr) => tr.cells[0].getAttribute('data-sort')); })()"
+    )
+    word = sorted(data["tests"])[0].split("::")[-1][:6]
+    wanted = sorted(n for n in data["tests"] if word.lower() in n.lower())
+    assert 0 < len(wanted) < len(data["tests"]), word
+    assert sorted(browser.evaluate(visible.replace("TEXT", repr(word.upper())))) == wanted
+    assert len(browser.evaluate(visible.replace("TEXT", "''"))) == len(data["tests"])
+
     shot = tmp_path / "report.png"
     browser.screenshot(shot)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
