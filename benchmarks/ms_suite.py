@@ -154,6 +154,16 @@ def render(results: dict) -> str:
             "|---|---|---|---|---|---|",
             *rows,
             "",
+            "Where the time goes, measured on 2026-11-23 by timing the plugin's steps in this "
+            "suite (1,000 tests, CPU only): starting and stopping the CPU sampler about 0.2 ms "
+            "a test on the loaded VM (60 µs on a quiet one: choosing and arming the timer, "
+            "reading the process and thread clocks, the last partial interval), judging the "
+            "gates and writing the JUnit properties 35 µs, the rest in pytest's hook calls. "
+            "Full mode adds the re-execution that preloads the shim (a second interpreter "
+            "start and imports: the start-up column) and the allocator hooks' cost on every "
+            "allocation of the process, pytest's own included. These costs are per test, "
+            "whatever its length: a suite of 10 ms tests pays a tenth of the ratio above.",
+            "",
         ]
     )
 
