@@ -311,6 +311,9 @@ def load_dir(baseline_dir: str | os.PathLike[str]) -> tuple[dict[str, ModuleBase
     return found, errors
 
 
+UNCHANGED = "every test within noise of the stored figures: file left as it was"
+
+
 def save(
     baseline_dir: str | os.PathLike[str],
     entries: dict[str, TestEntry],
@@ -359,7 +362,7 @@ def _save_module(
             clock,
         )
         if same_settings and not tests:
-            return path, 0, "unchanged: every test within noise of the file"
+            return path, 0, UNCHANGED
     merged = {**kept, **tests}
     baseline = ModuleBaseline(module, interval_s, clock, repeat, dict(sorted(merged.items())))
     return write(baseline_dir, baseline), len(tests), warning

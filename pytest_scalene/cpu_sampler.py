@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 # Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
 from sys import _current_frames, _getframe
+from time import perf_counter  # bound now: a test may delete time.perf_counter
 from types import FrameType
 from typing import Protocol
 
@@ -203,11 +204,11 @@ class CpuSampler:
     def _timer_now(self) -> float:
         if self.clock == "cpu":
             return time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
-        return time.perf_counter()
+        return perf_counter()
 
     def _reset_clocks(self) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, time.perf_counter()
+        self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, perf_counter()
         self._timer_clock = self._timer_now()
         self._until_expiry = self._expiry()
         self._thread_clock = {
@@ -219,7 +220,7 @@ class CpuSampler:
         profiler's cost, not the test's. Other threads' clocks keep their entry readings."""
         spent = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID) - main_clock_at_entry
         self._user += spent
-        self._wall = time.perf_counter()
+        self._wall = perf_counter()
         self._timer_clock = self._timer_now()
         self._until_expiry = self._expiry()
         self._thread_clock[self._main_ident] = main_clock_at_entry + spent
@@ -272,7 +273,7 @@ class CpuSampler:
         assert profile is not None
         main_clock_at_entry = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        elapsed_wall = time.perf_counter() - self._wall
+        elapsed_wall = perf_counter() - self._wall
         user, system = usage.ru_utime - self._user, usage.ru_stime - self._system
         system_share = system / (user + system) if user + system > 0 else 0.0
 

@@ -28,6 +28,7 @@ from .model import TestProfile
 from .options import GateOptions
 from .profiler import Profiler
 from .repeat import NOT_REPEATABLE_KEY, first_run_recorded_outcome, rerun_of, run_again
+from .terminal_summary import wants_details
 
 BUDGET_KEY = pytest.StashKey[Budget]()
 CLEARED_KEY = pytest.StashKey[str]()  # a CPU suspect that warm re-runs cleared, for the notes
@@ -367,6 +368,9 @@ class GatePlugin:
             for path, count, warning in baseline_store.save(
                 self.options.baseline_dir, entries, options.interval_s, options.clock, repeat, keep
             ):
+                if count == 0 and warning and warning.startswith(baseline_store.UNCHANGED):
+                    self.summary.append(f"baseline unchanged: {path} ({warning})")
+                    continue
                 note = f" ({warning})" if warning else ""
                 self.summary.append(f"baseline saved: {path} ({count} tests){note}")
 
@@ -383,9 +387,6 @@ class GatePlugin:
             self.summary.append(f"ERROR {option}: cannot write {name}: {exc.strerror or exc}")
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
-    def _details(self) -> bool:
-        return bool(self.config.getoption("--profile-details")) or self.config.get_verbosity() > 0
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         lines = [ln for ln in self.summary if not ln.startswith("ERROR")]
         lines += [ln for ln in self.summary if ln.startswith("ERROR")]  # also at the very end
@@ -393,7 +394,9 @@ class GatePlugin:
             baseline = profile.extra.get("baseline")
             if isinstance(baseline, dict):
                 lines += [f"{nodeid}: {note}" for note in baseline.get("notes", [])]
-        if len(lines) > MAX_NOTES and not self._details():  # thousands of tests: a screen
+        if len(lines) > MAX_NOTES and not wants_details(
+            self.config
+        ):  # thousands of tests: a screen
             lines = [*lines[:MAX_NOTES], f"and {len(lines) - MAX_NOTES} more (-v shows them)"]
         if not lines:
             return

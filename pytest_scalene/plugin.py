@@ -113,11 +113,6 @@ def pytest_runtest_makereport(
     return report
 
 
-def wants_details(config: pytest.Config) -> bool:
-    """The per test report (-v or --profile-details) instead of the suite's summary."""
-    return bool(config.getoption("--profile-details")) or config.get_verbosity() > 0
-
-
 @pytest.hookimpl(trylast=True)  # last, so that the errors end the output
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # noqa: ANN001
     profiler = config.stash.get(PROFILER_KEY, None)
@@ -126,7 +121,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
     if profiler.session.tests:
         terminalreporter.write_sep("=", "pytest-scalene profile")
         rootdir = str(config.rootpath)
-        if wants_details(config):
+        if terminal_summary.wants_details(config):
             text = terminal_report.render(profiler.session, rootdir, profiler.options.top)
         else:
             text = terminal_summary.render_summary(profiler.session, rootdir)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .model import SessionProfile, TestProfile
 from .repeat import NOT_REPEATABLE_KEY
@@ -69,6 +70,15 @@ def _top_tests(tests: list[TestProfile], width: int) -> list[str]:
         [
             fit(f"{INDENT}{peak:7.1f} MB   {t.nodeid}", width, keep_end=True)
             for peak, t in peaks[:TOP]
+            if peak >= MIN_SHOWN
+        ],
+    )
+    gpu = sorted(((_num(t.extra.get("gpu_peak_mb")), t) for t in tests), key=lambda pt: -pt[0])
+    out += _ranked(
+        "Top tests by GPU memory:",
+        [
+            fit(f"{INDENT}{peak:7.0f} MB   {t.nodeid}", width, keep_end=True)
+            for peak, t in gpu[:TOP]
             if peak >= MIN_SHOWN
         ],
     )
@@ -132,6 +142,11 @@ def _not_repeatable(tests: list[TestProfile], width: int) -> list[str]:
         rows.append(f"{INDENT}and {len(found) - MAX_LISTED} more (--profile-json lists them all)")
     title = f"{len(found)} test(s) not repeatable (their outcome is their first run's):"
     return _ranked(title, rows)
+
+
+def wants_details(config: Any) -> bool:
+    """The per test report (-v or --profile-details) instead of the suite's summary."""
+    return bool(config.getoption("--profile-details")) or config.get_verbosity() > 0
 
 
 def too_short(tests: list[TestProfile]) -> int:
