@@ -18,20 +18,17 @@ from .comparison import NoiseRule
 LineId = tuple[str, str, int, str, int]
 
 
-def _close(name: str, before: float, after: float, rule: NoiseRule, elapsed_s: float) -> bool:
-    if abs(after - before) <= rule.floor(name, elapsed_s):
+def _close(name: str, before: float, after: float, rule: NoiseRule) -> bool:
+    if abs(after - before) <= rule.floor(name):
         return True
     tolerance = rule.tolerance_for(name)
     return after <= before * (1 + tolerance) and before <= after * (1 + tolerance)
 
 
-def _metrics_close(
-    before: dict[str, float], after: dict[str, float], rule: NoiseRule, elapsed_s: float
-) -> bool:
+def _metrics_close(before: dict[str, float], after: dict[str, float], rule: NoiseRule) -> bool:
     """A figure missing on one side counts as 0 (a line lists only its non-zero figures)."""
     return all(
-        _close(n, before.get(n, 0.0), after.get(n, 0.0), rule, elapsed_s)
-        for n in before.keys() | after.keys()
+        _close(n, before.get(n, 0.0), after.get(n, 0.0), rule) for n in before.keys() | after.keys()
     )
 
 
@@ -39,24 +36,23 @@ def _line_id(entry: LineEntry) -> LineId:
     return (entry.file, entry.function, entry.offset, entry.text, entry.line)
 
 
-def _negligible(entry: LineEntry, rule: NoiseRule, elapsed_s: float) -> bool:
-    return all(v <= rule.floor(n, elapsed_s) for n, v in entry.metrics.items())
+def _negligible(entry: LineEntry, rule: NoiseRule) -> bool:
+    return all(v <= rule.floor(n) for n, v in entry.metrics.items())
 
 
 def within_noise(stored: TestEntry, new: TestEntry, rule: NoiseRule) -> bool:
     """`new` measures the same code as `stored`, within the noise rule: keep `stored`."""
-    elapsed = min(stored.elapsed_s, new.elapsed_s) or max(stored.elapsed_s, new.elapsed_s)
     if stored.metrics.keys() != new.metrics.keys():  # a profiler on in one run only
         return False
-    if not _metrics_close(stored.metrics, new.metrics, rule, elapsed):
+    if not _metrics_close(stored.metrics, new.metrics, rule):
         return False
     before = {_line_id(e): e for e in stored.lines}
     after = {_line_id(e): e for e in new.lines}
     for key in before.keys() | after.keys():
         old, now = before.get(key), after.get(key)
         if old is None or now is None:
-            if not _negligible(old or now, rule, elapsed):  # type: ignore[arg-type]
+            if not _negligible(old or now, rule):  # type: ignore[arg-type]
                 return False
-        elif not _metrics_close(old.metrics, now.metrics, rule, elapsed):
+        elif not _metrics_close(old.metrics, now.metrics, rule):
             return False
     return True
