@@ -22,7 +22,7 @@ from . import (
 )
 from .gate_hooks import PLUGIN_NAME, GatePlugin
 from .gpu_sampler import GpuSetup
-from .history.options import HistoryOptions, add_history_ini
+from .history.options import HistoryOptions
 from .history.pytest_plugin import PLUGIN_NAME as HISTORY_PLUGIN_NAME
 from .history.pytest_plugin import HistoryPlugin
 from .html_report import write_html
@@ -44,7 +44,6 @@ XDIST_PRELOAD_NAME = "pytest_scalene_xdist_preload"
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     flag_conflicts.check(parser, pluginmanager)
     add_options(parser)
-    add_history_ini(parser)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -43,6 +43,9 @@ INI = {
     "profile_markdown": ("summary.md", "PosixPath('summary.md')"),
     "profile_fail_on_leak": ("true", "True"),
     "profile_max_copy_mb_s": ("1 GB/s", "1024.0"),
+    "profile_history": ("perf/history.db", "'perf/history.db'"),
+    "profile_history_compare": ("false", "False"),
+    "profile_history_window": ("7", "7"),
 }
 # the command line wins over the ini keys above
 CLI = {
@@ -56,6 +59,7 @@ CLI = {
     "profile_repeat": ("--profile-repeat=2", "Repeat(runs=2, seconds=0.0)"),
     "profile_regression": ("--profile-regression=0.5", "0.5"),
     "profile_max_copy_mb_s": ("--profile-max-copy-mb-s=5", "5.0"),
+    "profile_history_window": ("--profile-history-window=9", "9"),
 }
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from .. import ini_options
+
 INI_KEY = "profile_history"
 DEFAULT_WINDOW = 20
 MIN_WINDOW = 5  # fewer earlier runs cannot give a median and a spread worth judging by
@@ -24,7 +26,7 @@ def _window(text: str) -> int:
 
 
 def add_history_options(group: pytest.OptionGroup) -> None:
-    add = group.addoption
+    add = ini_options.adder(group)  # each also an ini key: profile_history, ...
     add(
         "--profile-history",
         metavar="URL",
@@ -49,10 +51,6 @@ def add_history_options(group: pytest.OptionGroup) -> None:
     )
 
 
-def add_history_ini(parser: pytest.Parser) -> None:
-    parser.addini(INI_KEY, "history store URL, as --profile-history (docs/history.md)", default="")
-
-
 @dataclass(frozen=True)
 class HistoryOptions:
     url: str | None
@@ -61,7 +59,7 @@ class HistoryOptions:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HistoryOptions:
-        url = config.getoption("--profile-history") or config.getini(INI_KEY) or None
+        url = config.getoption("--profile-history") or None
         compare = bool(config.getoption("--profile-history-compare"))
         if compare and not url:
             raise pytest.UsageError(
