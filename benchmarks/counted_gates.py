@@ -208,9 +208,9 @@ def section(results: dict) -> str:
     )
 
 
-def write_section(page: Path, text: str) -> None:
-    """Replace (or append) the kept block of `page`."""
-    begin, end = f"<!-- kept: {SECTION} -->", f"<!-- /kept: {SECTION} -->"
+def write_section(page: Path, text: str, section: str = SECTION) -> None:
+    """Replace (or append) the kept block `section` of `page` (report.py leaves it in place)."""
+    begin, end = f"<!-- kept: {section} -->", f"<!-- /kept: {section} -->"
     block = f"{begin}\n{text}\n{end}\n"
     old = page.read_text() if page.exists() else ""
     if begin in old and end in old:

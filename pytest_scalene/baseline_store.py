@@ -9,13 +9,14 @@ naming the file and the place in it.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import linecache
 import math
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -56,6 +57,13 @@ class TestEntry:
     metrics: dict[str, float]
     lines: tuple[LineEntry, ...]
     elapsed_s: float = 0.0  # wall time of the call phase: rates' noise floors depend on it
+    # Instruction counts (instructions/): inclusive count per Python function ("file::qualname",
+    # 3.12+), and what the counts depend on besides the code (compared: a mismatch is a note).
+    functions: dict[str, int] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+    # Where each function is shown in messages: its hottest sampled line, else its def line.
+    # Not stored: only the current run's entry has it.
+    function_lines: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,58 @@ def entry_from_profile(profile: TestProfile, rootdir: str) -> TestEntry:
             text = _source_line(rootdir, key.file, key.line)
             lines.append(LineEntry(key.file, key.function, offset, text, key.line, values))
     lines.sort(key=lambda e: (e.file, e.function, e.offset, e.text))
-    return TestEntry(metrics, tuple(lines), round(profile.elapsed_s, DIGITS))
+    functions = _int_dict(profile.extra.get("instructions_functions"))
+    environment = profile.extra.get("instructions_environment")
+    return TestEntry(
+        metrics,
+        tuple(lines),
+        round(profile.elapsed_s, DIGITS),
+        functions,
+        {str(k): str(v) for k, v in environment.items()} if isinstance(environment, dict) else {},
+        {name: _function_line(profile, rootdir, name) for name in functions},
+    )
+
+
+def _int_dict(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and v >= 0}
+
+
+def _function_line(profile: TestProfile, rootdir: str, name: str) -> str:
+    """ "file:line function" for a counted function: its line with the most sampled CPU time in
+    this run, else its def line, else the function alone."""
+    file, _, qualname = name.partition("::")
+    sampled = [
+        (s.cpu_s, k.line)
+        for k, s in profile.lines.items()
+        if (k.file, k.function) == (file, qualname)
+    ]
+    if sampled and max(sampled)[0] > 0:
+        return f"{file}:{max(sampled)[1]} {qualname}"
+    line = _def_line(rootdir, file, qualname)
+    return f"{file}:{line} {qualname}" if line else f"{file} {qualname}"
+
+
+def _def_line(rootdir: str, file: str, qualname: str) -> int | None:
+    path = file if os.path.isabs(file) else os.path.join(rootdir, file)
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found: list[int] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if name == qualname and not isinstance(child, ast.ClassDef):
+                    found.append(child.lineno)
+                inner = f"{name}.<locals>." if not isinstance(child, ast.ClassDef) else f"{name}."
+                visit(child, inner)
+
+    visit(tree, "")
+    return found[0] if found else None
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -123,6 +182,7 @@ def to_dict(baseline: ModuleBaseline) -> dict[str, Any]:
             nodeid: {
                 "elapsed_s": entry.elapsed_s,
                 "metrics": entry.metrics,
+                **_instructions_dict(entry),
                 "lines": [
                     {
                         "file": e.file,
@@ -138,6 +198,13 @@ def to_dict(baseline: ModuleBaseline) -> dict[str, Any]:
             for nodeid, entry in baseline.tests.items()
         },
     }
+
+
+def _instructions_dict(entry: TestEntry) -> dict[str, Any]:
+    """Present only for counted tests, so that other baselines keep their bytes."""
+    if not entry.environment and not entry.functions:
+        return {}
+    return {"instructions": {"environment": entry.environment, "functions": entry.functions}}
 
 
 def dumps(baseline: ModuleBaseline) -> str:
@@ -168,6 +235,11 @@ class _Reader:
         extra = sorted(str(k) for k in value.keys() - allowed)
         if extra:
             raise self.fail(where, f"unexpected key {extra[0]!r} (edited by hand?)")
+        return value
+
+    def mapping(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected an object, got {_kind(value)}")
         return value
 
     def string(self, value: Any, where: str) -> str:
@@ -209,14 +281,27 @@ class _Reader:
         )
 
     def test(self, value: Any, where: str) -> TestEntry:
-        data = self.obj(value, where, ("elapsed_s", "metrics", "lines"))
+        data = self.obj(value, where, ("elapsed_s", "metrics", "lines"), ("instructions",))
         lines = data["lines"]
         if not isinstance(lines, list):
             raise self.fail(f"{where}.lines", f"expected a list, got {_kind(lines)}")
+        functions: dict[str, int] = {}
+        environment: dict[str, str] = {}
+        if "instructions" in data:
+            at = f"{where}.instructions"
+            counted = self.obj(data["instructions"], at, ("environment", "functions"))
+            raw_env = self.mapping(counted["environment"], f"{at}.environment")
+            environment = {k: self.string(v, f"{at}.environment.{k}") for k, v in raw_env.items()}
+            raw_functions = self.mapping(counted["functions"], f"{at}.functions")
+            functions = {
+                k: self.integer(v, f"{at}.functions[{k!r}]", 0) for k, v in raw_functions.items()
+            }
         return TestEntry(
             self.metrics(data["metrics"], f"{where}.metrics"),
             tuple(self.line(v, f"{where}.lines[{i}]") for i, v in enumerate(lines)),
             self.number(data["elapsed_s"], f"{where}.elapsed_s"),
+            functions,
+            environment,
         )
 
     def module(self, value: Any) -> ModuleBaseline:

@@ -99,6 +99,18 @@ def parse_size(text: str, what: str, rate: bool = False) -> float:
     return _number(float(match.group(1)) * _SIZE_UNITS[unit], what)  # '1e308 TB' overflows
 
 
+_COUNT = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKMG]?)\s*$")
+_COUNT_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+def parse_count(text: str, what: str) -> float:
+    """'25M', '1.5 G', '800k', '2e6' -> a count."""
+    match = _COUNT.match(text)
+    if match is None:
+        raise BudgetError(f"{what}: expected a count such as 25_000_000, '25M' or '1.5G'")
+    return _number(float(match.group(1)) * _COUNT_UNITS[match.group(2)], what)
+
+
 def parse_value(name: str, value: Any) -> float | bool:
     """One marker keyword's value, validated; raises BudgetError naming the argument."""
     what = f"{name}={value!r}"
@@ -111,6 +123,8 @@ def parse_value(name: str, value: Any) -> float | bool:
     metric = METRICS.get(name)
     if metric is not None and metric.size and isinstance(value, str):
         return parse_size(value, what, rate=metric.unit == "MB/s")
+    if metric is not None and metric.unit == "instructions" and isinstance(value, str):
+        return parse_count(value, what)
     if metric is not None and metric.unit == "s" and isinstance(value, str):
         try:
             return parse_duration(value)  # cpu_s="2 s", "500 ms"

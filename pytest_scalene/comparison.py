@@ -32,7 +32,12 @@ DEFAULT_TOLERANCE = {
     "alloc_mb": 0.25,
     "copy_mb": 0.25,
     "gpu_peak_mb": 0.25,
+    # Counted under callgrind: unchanged code repeats within 1e-5 (a realistic pytest test,
+    # hash seed pinned) and 6e-3 at worst; 1.1x more work in one function is +10%.
+    "instructions": 0.02,
 }
+# A function's instructions are judged when their growth is at least this share of the test's.
+FUNCTION_SHARE = 0.005
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,8 @@ class NoiseRule:
             return self.gpu_floor_mb
         if metric == "copy_mb":
             return self.copy_floor_mb
+        if metric == "instructions":
+            return 0.0  # counted: the tolerance alone decides
         return self.memory_floor_mb
 
 
@@ -142,8 +149,11 @@ def _where(entry: LineEntry) -> str:
     return f"{entry.file}:{entry.line} {entry.function}"
 
 
-def compare(baseline: TestEntry, current: TestEntry, rule: NoiseRule) -> Comparison:
-    """Judge `current` against `baseline`; the findings name the metric, both values, the line."""
+def compare(
+    baseline: TestEntry, current: TestEntry, rule: NoiseRule, skip: tuple[str, ...] = ()
+) -> Comparison:
+    """Judge `current` against `baseline`; the findings name the metric, both values, the line.
+    Metrics in `skip` are not judged (the CPU time, when instructions are counted)."""
     pairs, by_offset, new, vanished = match_lines(baseline.lines, current.lines)
     result = Comparison(
         matched_by_text=len(pairs) - by_offset,
@@ -151,8 +161,11 @@ def compare(baseline: TestEntry, current: TestEntry, rule: NoiseRule) -> Compari
         new_lines=len(new),
         vanished_lines=len(vanished),
     )
+    skipped = _incomparable_counts(baseline, current, result) | set(skip)
     for metric in COMPARED:
         name = metric.name
+        if name in skipped:
+            continue
         before, after = baseline.metrics.get(name), current.metrics.get(name)
         if before is None or after is None:
             if before is not None or after is not None:
@@ -165,9 +178,78 @@ def compare(baseline: TestEntry, current: TestEntry, rule: NoiseRule) -> Compari
                 result.findings.append(Finding("not_compared", name, before, after, message))
             continue
         judge = _Judge(name, rule)
+        if name == "instructions":
+            result.findings += function_findings(baseline, current, judge)
+            continue
         result.findings += judge.test(baseline, current, pairs, new)
         result.findings += judge.lines(baseline, current, pairs, new, vanished)
     return result
+
+
+def _incomparable_counts(baseline: TestEntry, current: TestEntry, result: Comparison) -> set[str]:
+    """Instruction counts from another interpreter, valgrind, hash seed or package versions are
+    not comparable: a note names what differs, never a failure."""
+    if "instructions" not in baseline.metrics or "instructions" not in current.metrics:
+        return set()
+    before, after = baseline.environment, current.environment
+    differs = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if not differs:
+        return set()
+    shown = "; ".join(f"{k}: {before.get(k, '-')!r} -> {after.get(k, '-')!r}" for k in differs[:3])
+    more = f" and {len(differs) - 3} more" if len(differs) > 3 else ""
+    message = (
+        f"instructions not compared: counted in another environment ({shown}{more}); re-save "
+        "the baseline in this one"
+    )
+    result.findings.append(Finding("not_compared", "instructions", None, None, message))
+    return {"instructions"}
+
+
+def function_findings(baseline: TestEntry, current: TestEntry, judge: _Judge) -> list[Finding]:
+    """The test's instructions, and the function that grew: among the Python functions whose
+    inclusive count grew by more than the tolerance and by at least FUNCTION_SHARE of the test,
+    those carrying at least half of the largest growth (a caller carries its callee's), the one
+    that grew the most relatively (the callee, not its callers). A function's regression fails
+    the test even when the test's total stays within the tolerance."""
+    found = judge.test(baseline, current, [], [])
+    test_before = judge.value(baseline)
+    grown = []
+    for name, after in current.functions.items():
+        before = baseline.functions.get(name)
+        if before is None or after - before < FUNCTION_SHARE * test_before:
+            continue
+        if judge.regressed(before, after):
+            grown.append((after - before, after / before if before else float("inf"), name))
+    if not grown:
+        return found
+    largest = max(g[0] for g in grown)
+    _delta, _ratio, name = max((g for g in grown if g[0] >= largest / 2), key=lambda g: g[1])
+    before, after = baseline.functions[name], current.functions[name]
+    place = current.function_lines.get(name) or name.replace("::", " ")
+    # The next ones by relative growth: a callee whose growth is spent in library code called
+    # by its caller (more records, then more json work) is named too.
+    others = sorted((g for g in grown if g[2] != name), key=lambda g: -g[1])[:2]
+    also = "".join(
+        f"; also {current.function_lines.get(n) or n.replace('::', ' ')} {(r - 1) * 100:+.0f}%"
+        for _d, r, n in others
+    )
+    culprit = f"{place}: {judge.versus(before, after)}){also}"
+    out = []
+    for finding in found:
+        if finding.kind == "regression":
+            finding = Finding(
+                "regression",
+                finding.metric,
+                finding.baseline,
+                finding.value,
+                f"{finding.message}; most growth in {culprit}",
+                place,
+            )
+        out.append(finding)
+    if not any(f.kind == "regression" for f in out):
+        message = f"instructions regressed in {culprit} (allowed +{judge.tolerance * 100:.0f}%)"
+        out.append(Finding("regression", "instructions", before, after, message, place))
+    return out
 
 
 def _baseline_lacks(name: str, baseline: TestEntry) -> str:

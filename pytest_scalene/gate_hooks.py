@@ -147,7 +147,7 @@ class GatePlugin:
             if repeat.more:
                 rerun = rerun_of(item)
                 run_again(self.profiler, item.nodeid, repeat.runs - 1, rerun, repeat.seconds)
-            if self.options.compare:
+            if self.options.compare and self.options.measure == "time":
                 self._confirm_cpu_regressions(item)
             return result
         finally:
@@ -244,7 +244,9 @@ class GatePlugin:
         options = self.profiler.options
         rule = NoiseRule.for_run(tolerance, options.interval_s, options.memory_threshold)
         current = baseline_store.entry_from_profile(profile, self.rootdir)
-        return stored, compare(entry, current, rule), rule
+        # Counting instructions replaces the timed CPU verdict (a budget on cpu_s still holds).
+        skip = CPU_TIMED if self.options.measure == "instructions" else ()
+        return stored, compare(entry, current, rule, skip), rule
 
     def _relative(self, path: Path) -> str:
         """Rootdir-relative, like every path in the reports, when the baselines live there."""

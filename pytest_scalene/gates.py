@@ -77,8 +77,8 @@ def _leak_count(profile: TestProfile) -> float | None:
 class Metric:
     name: str  # marker keyword and JSON key
     label: str  # as messages name it
-    unit: str  # "s", "MB", "MB/s", "" (a fraction) or "leaks"
-    source: str  # the profiler that measures it: "cpu", "memory" or "gpu"
+    unit: str  # "s", "MB", "MB/s", "" (a fraction), "leaks" or "instructions"
+    source: str  # what measures it: "cpu", "memory", "gpu" or "instructions" (callgrind)
     of_test: Callable[[TestProfile], float | None]  # None: not measured in this test
     of_line: Callable[[LineStats], float | None]
     line_unit: str | None = None  # the unit of of_line when it differs (python_fraction)
@@ -93,11 +93,15 @@ class Metric:
             return f"{value:.1f} {unit}"
         if unit == "leaks":
             return f"{value:.0f}"
+        if unit == "instructions":
+            return f"{value / 1e6:,.3f} M"
         if unit:
             return f"{value:.2f} {unit}"
         return f"{value:.2f}"
 
     def format_limit(self, value: float) -> str:
+        if self.unit == "instructions":
+            return self.format(value)
         return f"{value:g} {self.unit}" if self.unit not in ("", "leaks") else f"{value:g}"
 
     def format_line(self, value: float) -> str:
@@ -166,6 +170,15 @@ METRICS: dict[str, Metric] = {
             _extra("gpu_peak_mb"),
             size=True,
         ),
+        # Counted under callgrind (instructions/): repeats to 1e-5, so it can judge a 1 ms test.
+        Metric(
+            "instructions",
+            "instructions",
+            "instructions",
+            "instructions",
+            _extra("instructions"),
+            lambda s: None,  # per Python function instead: comparison.function_findings
+        ),
         Metric(
             "leaks",
             "leaks",
@@ -209,4 +222,7 @@ def missing_reason(metric: Metric, profile: TestProfile, why: Availability) -> s
         return f"CPU sampling was skipped for this test ({skipped})"
     if metric.source == "gpu":
         return f"GPU profiling is off ({why.gpu})"
+    if metric.source == "instructions":
+        missing = profile.extra.get("instructions_missing") or "the test was not counted"
+        return f"no instruction count ({missing})"
     return f"memory profiling is off ({why.memory})"

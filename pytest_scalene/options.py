@@ -254,6 +254,14 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         help="where baselines are kept (default: <rootdir>/baselines)",
     )
     add(
+        "--profile-measure",
+        choices=("time", "instructions"),
+        default="time",
+        help="what CPU verdicts judge: time (sampled CPU time, the noise rule; default) or "
+        "instructions (counted under valgrind's callgrind in a child session: repeats to "
+        "1e-5, catches a 1.1x change even in a 1 ms test; needs valgrind)",
+    )
+    add(
         "--profile-repeat",
         type=_repeat,
         default=Repeat(),
@@ -344,6 +352,7 @@ class GateOptions:
     markdown_path: Path | None
     fail_on_leak: bool
     max_copy_mb_s: float | None
+    measure: str = "time"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GateOptions:
@@ -358,4 +367,5 @@ class GateOptions:
             markdown_path=opt("--profile-markdown"),
             fail_on_leak=bool(opt("--profile-fail-on-leak")),
             max_copy_mb_s=opt("--profile-max-copy-mb-s"),
+            measure=opt("--profile-measure"),
         )

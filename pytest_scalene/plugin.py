@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Generator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from .history.options import HistoryOptions
 from .history.pytest_plugin import PLUGIN_NAME as HISTORY_PLUGIN_NAME
 from .history.pytest_plugin import HistoryPlugin
 from .html_report import write_html
+from .instructions import child_plugin, counts, runner
 from .json_report import write_json
 from .options import GateOptions, ProfileOptions, add_options
 from .profiler import Profiler
@@ -51,8 +53,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None
     # Outermost, before capture starts and conftests load: may re-execute pytest with the
     # allocator shim preloaded (see preload.py).
     child_agent.stop_for_nested_pytest()  # a profiled child running pytest: it profiles itself
-    preload.prepare(early_config)
+    if not _counting_session():
+        preload.prepare(early_config)
     return (yield)
+
+
+def _counting_session() -> bool:
+    """This is the child session that counts instructions under valgrind: no profiling here."""
+    return bool(os.environ.get(runner.COUNTING_ENV))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -61,6 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{BUDGET_MARKER}(**limits): profile this test and fail it when a limit is exceeded "
         "(see pytest-scalene's docs/budgets.md)",
     )
+    if _counting_session():
+        child_plugin.register(config)
+        return
     ini_options.resolve(config, config.option)  # ini keys for what the command line left out
     options = ProfileOptions.from_config(config)
     config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
@@ -68,7 +79,12 @@ def pytest_configure(config: pytest.Config) -> None:
     child_profiles.attach(profiler, config.add_cleanup)  # --profile-subprocesses
     json_checkpoint.install(config, profiler.session, options.json_path)  # crash-safe JSON
     xdist_relay.install(config, profiler.session)  # a crashed xdist worker loses one test
-    gates = GatePlugin(config, profiler, GateOptions.from_config(config))
+    gate_options = GateOptions.from_config(config)
+    if gate_options.measure == "instructions" and (problem := runner.problem()) is not None:
+        raise pytest.UsageError(f"--profile-measure=instructions: {problem}")
+    instructions = counts.InstructionCounts(config, profiler, gate_options.measure)
+    config.pluginmanager.register(instructions, counts.PLUGIN_NAME)  # valgrind, when needed
+    gates = GatePlugin(config, profiler, gate_options)
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
     history = HistoryOptions.from_config(config)
     if history.url:  # after the gates: see history/pytest_plugin.py

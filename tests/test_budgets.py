@@ -240,11 +240,10 @@ def test_unmeasured_metric_fails_saying_why(name):
     limit = False if name == "leaks" else 1.0
     [result] = check(Budget({name: limit}), profile, WHY)
     assert not result.passed and result.value is None
-    source = (
-        "GPU profiling is off (--profile-gpu=no)"
-        if name == "gpu_peak_mb"
-        else ("memory profiling is off (--profile-memory=no)")
-    )
+    source = {
+        "gpu_peak_mb": "GPU profiling is off (--profile-gpu=no)",
+        "instructions": "no instruction count (the test was not counted)",
+    }.get(name, "memory profiling is off (--profile-memory=no)")
     assert result.message == f"{name} budget cannot be checked: {source}"
 
 

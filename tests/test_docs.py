@@ -342,7 +342,14 @@ def test_every_terminal_report_column_is_documented():
 
 
 # -- budgets -----------------------------------------------------------------------------------
-UNIT_WORDS = {"s": "seconds", "": "fraction", "MB": "MB", "MB/s": "MB/s", "leaks": "`True`"}
+UNIT_WORDS = {
+    "s": "seconds",
+    "": "fraction",
+    "MB": "MB",
+    "MB/s": "MB/s",
+    "leaks": "`True`",
+    "instructions": "count",
+}
 
 
 @pytest.mark.parametrize("keyword", budgets.KEYWORDS)

@@ -39,6 +39,7 @@ INI = {
     "profile_compare": ("false", "False"),
     "profile_baseline_dir": ("perf/base", "'perf/base'"),
     "profile_repeat": ("0.05s", "Repeat(runs=1, seconds=0.05)"),
+    "profile_measure": ("time", "'time'"),
     "profile_regression": ("10%", "0.1"),
     "profile_markdown": ("summary.md", "PosixPath('summary.md')"),
     "profile_fail_on_leak": ("true", "True"),

@@ -1,0 +1,250 @@
+"""CPU verdicts side by side: how often unchanged code fails (goal: never) and how often an
+injected 1.2x and 1.5x slowdown of one function is caught, naming it (goal: every time), under
+the instruction-count mode and under the stored-time rule. Writes the "CPU verdicts" section
+of docs/benchmarks.md.
+
+    .venv/bin/python benchmarks/verdicts.py                      # 50 / 20 / 20 (instructions)
+    build/venv-3.12/bin/python benchmarks/verdicts.py            # per-function names (3.12+)
+    .venv/bin/python benchmarks/verdicts.py --unchanged 3 --detect 2 --out build/verdicts.md
+
+A suite of six tests of different kinds (a pure-Python loop, dict and str work with hashing,
+numpy, tmp files and json, a worker thread, one under 5 ms), each with its own function
+`slowed_*` whose work grows by SLOW_FACTOR. Each mode saves its baseline once, then every
+comparison is its own pytest process: the unchanged ones first, then the slowdowns, with the
+factor injected into every test's slowed function at once (one function per test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTION = "cpu-verdicts"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from counted_gates import write_section  # noqa: E402  (the kept-block writer)
+
+SUITE = """
+import json, os, threading
+import numpy as np
+
+F = float(os.environ.get("SLOW_FACTOR", "1"))
+
+
+def steady_loop(n):
+    acc = 0
+    for i in range(n):
+        acc += i * i % 7
+    return acc
+
+
+def slowed_loop(n):
+    acc = 0
+    for i in range(int(n * F)):
+        acc += i * i % 7
+    return acc
+
+
+def test_python_loop():
+    assert steady_loop(150_000) + slowed_loop(100_000) > 0
+
+
+def slowed_words(n):
+    counts = {}
+    for i in range(int(n * F)):
+        word = f"w{i % 997}-{i % 13}"
+        counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def test_dict_str():
+    words = {str(i): i for i in range(20_000)}
+    assert len(slowed_words(60_000)) > 0 and len(words) == 20_000
+
+
+def slowed_sort(n):
+    data = np.random.default_rng(1).random(int(n * F))
+    data.sort()
+    return data
+
+
+def test_numpy():
+    base = np.random.default_rng(2).random(300_000)
+    base.sort()
+    assert slowed_sort(300_000)[0] <= base[-1] + 1
+
+
+def slowed_records(n):
+    return [{"id": i, "name": f"item {i}", "tags": ["a", "b"]} for i in range(int(n * F))]
+
+
+def test_files_json(tmp_path):
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(slowed_records(8_000)))
+    assert len(json.loads(path.read_text())) > 0
+
+
+def slowed_worker(n, out):
+    out.append(sum(i * i % 5 for i in range(int(n * F))))
+
+
+def test_threaded():
+    out = []
+    worker = threading.Thread(target=slowed_worker, args=(120_000, out))
+    worker.start()
+    steady_loop(60_000)
+    worker.join()
+    assert out
+
+
+def slowed_tiny(n):
+    return sum(i * i % 3 for i in range(int(n * F)))
+
+
+def test_under_5ms():
+    assert slowed_tiny(3_000) + steady_loop(1_000) >= 0
+"""
+TESTS = {
+    "test_python_loop": "slowed_loop",
+    "test_dict_str": "slowed_words",
+    "test_numpy": "slowed_sort",
+    "test_files_json": "slowed_records",
+    "test_threaded": "slowed_worker",
+    "test_under_5ms": "slowed_tiny",
+}
+MODES = {
+    "instructions": ["--profile-measure=instructions"],
+    "time": ["--profile", "--profile-memory=no"],  # the stored-time rule, its defaults
+}
+FAILED = re.compile(r"^FAILED \S+::(\w+) - ", re.MULTILINE)
+
+
+@dataclass
+class Tally:
+    runs: int = 0
+    failed: dict[str, int] = field(default_factory=dict)
+    named: dict[str, int] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+
+
+def pytest(work: Path, python: str, args: list[str], factor: float = 1.0) -> tuple[str, float]:
+    env = {**os.environ, "SLOW_FACTOR": str(factor)}
+    command = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rf", "--tb=short", *args]
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+    return done.stdout + done.stderr, time.perf_counter() - started
+
+
+def judge(text: str, tally: Tally) -> None:
+    """Count the failed tests, and those whose message names their slowed function."""
+    tally.runs += 1
+    failures = dict.fromkeys(FAILED.findall(text), True)
+    for test in failures:
+        tally.failed[test] = tally.failed.get(test, 0) + 1
+    blocks = re.split(r"^_{3,} (\w+) _{3,}$", text, flags=re.MULTILINE)
+    for name, body in zip(blocks[1::2], blocks[2::2], strict=False):
+        if name in failures and TESTS.get(name, "?") in body:
+            tally.named[name] = tally.named.get(name, 0) + 1
+
+
+def run_mode(mode: str, python: str, work: Path, unchanged: int, detect: int) -> dict[str, Tally]:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "test_suite.py").write_text(SUITE)
+    (work / "pytest.ini").write_text("[pytest]\n")
+    args = MODES[mode]
+    saved, save_s = pytest(work, python, [*args, "--profile-save-baseline"])
+    if "6 passed" not in saved:
+        raise SystemExit(f"{mode}: the baseline save failed:\n{saved[-3000:]}")
+    plain, plain_s = pytest(work, python, ["-p", "no:scalene"])
+    tallies = {"unchanged": Tally(), "1.2x": Tally(), "1.5x": Tally()}
+    tallies["unchanged"].seconds += [save_s]
+    tallies["plain"] = Tally(seconds=[plain_s])
+    for label, factor, runs in (
+        ("unchanged", 1.0, unchanged),
+        ("1.2x", 1.2, detect),
+        ("1.5x", 1.5, detect),
+    ):
+        for i in range(runs):
+            text, seconds = pytest(work, python, [*args, "--profile-compare"], factor)
+            judge(text, tallies[label])
+            tallies[label].seconds.append(seconds)
+            print(
+                f"{mode} {label} {i + 1}/{runs}: failed {sorted(FAILED.findall(text))}", flush=True
+            )
+    return tallies
+
+
+def _cell(tally: Tally, test: str, detect: bool) -> str:
+    failed = tally.failed.get(test, 0)
+    if not detect:
+        return f"{failed}/{tally.runs}"
+    return f"{failed}/{tally.runs} ({tally.named.get(test, 0)} named)"
+
+
+def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -> str:
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True
+    ).stdout.strip()
+    lines = [
+        "## CPU verdicts",
+        "",
+        f"`benchmarks/verdicts.py`, Python {version}, {datetime.now(timezone.utc):%Y-%m-%d}, "
+        f"{minutes:.0f} min, on this shared 2-core VM. Six tests of different kinds, each with one "
+        "function whose work is multiplied by 1.2 or 1.5; a baseline saved once per mode, then "
+        "each comparison its own pytest process. Cells: failed comparisons / comparisons "
+        "(how many of the failures named the slowed function).",
+        "",
+        "| mode | test | unchanged: false failures | 1.2x caught | 1.5x caught |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for mode, tallies in results.items():
+        for test in TESTS:
+            lines.append(
+                f"| {mode} | `{test}` | {_cell(tallies['unchanged'], test, False)} | "
+                f"{_cell(tallies['1.2x'], test, True)} | {_cell(tallies['1.5x'], test, True)} |"
+            )
+    lines += ["", "| mode | one comparison (6 tests), median | plain pytest | per test, added |"]
+    lines += ["| --- | --- | --- | --- |"]
+    for mode, tallies in results.items():
+        runs = sorted(tallies["unchanged"].seconds[1:] or tallies["unchanged"].seconds)
+        median = runs[len(runs) // 2]
+        plain = tallies["plain"].seconds[0]
+        lines.append(f"| {mode} | {median:.1f} s | {plain:.1f} s | {(median - plain) / 6:.2f} s |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--unchanged", type=int, default=50)
+    parser.add_argument("--detect", type=int, default=20)
+    parser.add_argument("--time-unchanged", type=int, default=20, help="the stored-time rule")
+    parser.add_argument("--time-detect", type=int, default=10)
+    parser.add_argument("--modes", default="instructions,time")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--work", type=Path, default=ROOT / "build" / "verdicts")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    results = {}
+    for mode in args.modes.split(","):
+        counts = (
+            (args.unchanged, args.detect)
+            if mode == "instructions"
+            else (args.time_unchanged, args.time_detect)
+        )
+        results[mode] = run_mode(mode, args.python, args.work / mode, *counts)
+    text = section(results, args.python, (time.perf_counter() - started) / 60)
+    write_section(args.out, text, SECTION)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""The pytest plugin of the counting session, which runs under callgrind (runner.py).
+
+Instrumentation is off everywhere but around each test's call: counters zeroed, the test
+called, counting stopped and the counts dumped under the test's index. Around the call, as
+pytest-codspeed does: `random` seeded, the garbage collector collected then off (a collection
+would land in whichever test crossed its threshold). The hash seed is pinned by the runner
+(PYTHONHASHSEED=0). pytest-scalene's own plugin stays inert in this session (it sees
+runner.COUNTING_ENV, and registers this plugin instead), so
+neither the allocator shim nor the sampler runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import json
+import os
+import random
+import sys
+from collections.abc import Generator
+
+import pytest
+
+RESULTS_ENV = "PYTEST_SCALENE_COUNT_RESULTS"
+LABEL_PREFIX = "pytest-scalene#"
+
+
+class CountingPlugin:
+    def __init__(self, results_path: str) -> None:
+        self.results_path = results_path
+        self.tests: dict[str, dict[str, object]] = {}  # label -> nodeid, outcome
+        # pytest's plugins are imported by now: what is imported later is the tests' own.
+        self.imported_before = _top_level_modules()
+
+    @pytest.hookimpl(wrapper=True, trylast=True)  # innermost: as little of pytest as possible
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        from .. import _callgrind  # built with the package; imported only where counting
+
+        label = f"{LABEL_PREFIX}{len(self.tests)}"
+        self.tests[label] = {"nodeid": item.nodeid, "outcome": "failed"}
+        random.seed(0)
+        gc.collect()
+        was_enabled = gc.isenabled()
+        gc.disable()
+        _callgrind.start()
+        try:
+            result = yield
+            self.tests[label]["outcome"] = "passed"
+            return result
+        finally:
+            _callgrind.stop_and_dump(label)
+            if was_enabled:
+                gc.enable()
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        results = {
+            "tests": self.tests,
+            "packages": _imported_packages(_top_level_modules() - self.imported_before),
+            "perf_map": f"/tmp/perf-{os.getpid()}.map",
+        }
+        with open(self.results_path, "w", encoding="utf-8") as out:
+            json.dump(results, out)
+
+
+def _top_level_modules() -> set[str]:
+    return {name.split(".", 1)[0] for name in list(sys.modules)}
+
+
+def _imported_packages(imported: set[str]) -> dict[str, str]:
+    """Distribution versions of the modules the tests imported, and pytest's (its hooks run in
+    the counted call): part of the counts' environment (a new numpy can change a test's
+    instructions with no change of its code)."""
+    imported = imported | {"pytest", "_pytest", "pluggy"}
+    try:
+        owners = importlib.metadata.packages_distributions()
+    except Exception:  # a broken distribution's metadata must not lose the counts
+        return {}
+    versions: dict[str, str] = {}
+    for module in imported & owners.keys():
+        for dist in owners[module]:
+            try:
+                versions[dist] = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return dict(sorted(versions.items()))
+
+
+def register(config: pytest.Config) -> None:
+    """Called by pytest-scalene's plugin in the counting session (runner.COUNTING_ENV)."""
+    path = os.environ.get(RESULTS_ENV)
+    if path:
+        config.pluginmanager.register(CountingPlugin(path), "pytest-scalene-counting")
