@@ -193,7 +193,7 @@ def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -
         [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True
     ).stdout.strip()
     lines = [
-        "## CPU verdicts",
+        f"## CPU verdicts (Python {'.'.join(version.split('.')[:2])})",
         "",
         f"`benchmarks/verdicts.py`, Python {version}, {datetime.now(timezone.utc):%Y-%m-%d}, "
         f"{minutes:.0f} min, on this shared 2-core VM. Six tests of different kinds, each with one "
@@ -241,7 +241,12 @@ def main() -> int:
         )
         results[mode] = run_mode(mode, args.python, args.work / mode, *counts)
     text = section(results, args.python, (time.perf_counter() - started) / 60)
-    write_section(args.out, text, SECTION)
+    version = subprocess.run(
+        [args.python, "-c", "import sys; print(f'{sys.version_info[0]}{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    write_section(args.out, text, f"{SECTION}-{version}")  # one block per interpreter
     print(text)
     return 0
 

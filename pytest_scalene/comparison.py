@@ -291,9 +291,10 @@ class _Judge:
         label, fmt = self.metric.label, self.metric.format
         before, after = self.value(baseline), self.value(current)
         if not self.regressed(before, after):
+            floor = f" and +{fmt(self.floor)}" if self.floor > 0 else ""
             message = (
                 f"{label} {self.versus(before, after)}; fails above "
-                f"+{self.tolerance * 100:.0f}% and +{fmt(self.floor)})"
+                f"+{self.tolerance * 100:.0f}%{floor})"
             )
             found = [Finding("ok", self.name, before, after, message)]
             if self.regressed(after, before):  # as far below the baseline as a regression is above

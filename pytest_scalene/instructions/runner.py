@@ -113,6 +113,15 @@ def kept_arguments(args: Sequence[str]) -> list[str]:
     return kept
 
 
+def pytest_launcher() -> list[str]:
+    """How the child starts pytest: as this process did. `python -m pytest` puts the current
+    directory first on sys.path; the `pytest` script does not, and then neither may the child
+    (a checkout's source folder would shadow the installed, built package)."""
+    if sys.argv and sys.argv[0].endswith("__main__.py"):
+        return ["-m", "pytest"]
+    return ["-c", "import sys; sys.path.pop(0); import pytest; sys.exit(pytest.console_main())"]
+
+
 def command(
     nodeids: Sequence[str], out_dir: Path, rootdir: Path, inipath: Path | None, args: Sequence[str]
 ) -> list[str]:
@@ -123,8 +132,7 @@ def command(
         f"--callgrind-out-file={out_dir}/callgrind.out.%p",
         sys.executable,
         *python_flags(),
-        "-m",
-        "pytest",
+        *pytest_launcher(),
         "-p",
         "no:cacheprovider",
         "-q",

@@ -1,0 +1,80 @@
+"""The product's own hot paths, gated by instruction counts in CI (.ci/run): a change that makes
+one of them do more work fails the project's build, however noisy the machine. Baselines:
+baselines/benchmarks/hot_paths/ (re-save with the command in docs/baselines.md, "Dogfooding").
+
+Each test runs one path on fixed synthetic data: the sampler's per-sample line lookup, the
+baseline comparison of a 200-line test, the timeline reduction, the baseline file's round trip,
+the terminal summary of a 300-test session, and the callgrind reader.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pytest_scalene import baseline_store, comparison, terminal_summary, timeline
+from pytest_scalene.instructions import callgrind_out
+from pytest_scalene.model import LineKey, SessionProfile, TestProfile
+from pytest_scalene.scope import CodeScope
+
+ROOT = str(Path(__file__).resolve().parent)
+
+
+def _profile(nodeid: str, lines: int, scale: float = 1.0) -> TestProfile:
+    profile = TestProfile(nodeid, outcome="passed", cpu_python_s=1.0 * scale, elapsed_s=1.0)
+    for i in range(lines):
+        stats = profile.line(LineKey("test_x.py", 10 + i, f"f{i % 7}"), function_line=i - i % 7)
+        stats.cpu_python_s = 0.01 * (i % 13) * scale
+        stats.cpu_native_s = 0.005 * (i % 5)
+        stats.samples = i % 11
+        stats.extra.update(peak_mb=float(i % 17), alloc_mb=float(i % 19), copy_mb=float(i % 3))
+    profile.extra.update(peak_mb=40.0, alloc_mb=90.0, copy_mb=20.0)
+    return profile
+
+
+def test_sampler_line_lookup():
+    scope = CodeScope(ROOT)
+    frame = sys._getframe()
+    for _ in range(2_000):
+        scope.locate(frame)
+
+
+def test_baseline_comparison():
+    before = baseline_store.entry_from_profile(_profile("t::a", 200), ROOT)
+    after = baseline_store.entry_from_profile(_profile("t::a", 200, scale=1.1), ROOT)
+    rule = comparison.NoiseRule()
+    for _ in range(5):
+        comparison.compare(before, after, rule)
+
+
+def test_timeline_reduction():
+    points = [(i * 0.001, float((i * 7919) % 1000)) for i in range(5_000)]
+    assert len(timeline.reduce(points)) <= 100
+
+
+def test_baseline_file_round_trip():
+    entries = {
+        f"t.py::test_{i}": baseline_store.entry_from_profile(_profile(f"t.py::test_{i}", 20), ROOT)
+        for i in range(50)
+    }
+    module = baseline_store.ModuleBaseline("t.py", 0.01, "cpu", 1, entries)
+    assert (
+        baseline_store.loads(baseline_store.dumps(module), "t.json").tests.keys() == entries.keys()
+    )
+
+
+def test_terminal_summary():
+    session = SessionProfile(interval_s=0.01, clock="cpu")
+    for i in range(300):
+        session.tests[f"test_x.py::test_{i}"] = _profile(f"test_x.py::test_{i}", 5, 1 + i % 3)
+    assert terminal_summary.render_summary(session, ROOT)
+
+
+def test_callgrind_reader(tmp_path):
+    body = "".join(
+        f"fn=({i}) f{i}\n{i} {i * 10}\ncfn=({i + 1}) f{i + 1}\ncalls=1 0\n0 5\n"
+        for i in range(2_000)
+    )
+    path = tmp_path / "callgrind.out.1"
+    path.write_text(f"# callgrind format\nevents: Ir\n{body}totals: 123\n")
+    assert callgrind_out.parse(path).total == 123
