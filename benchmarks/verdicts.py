@@ -17,6 +17,7 @@ factor injected into every test's slowed function at once (one function per test
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -132,6 +133,12 @@ class Tally:
     failed: dict[str, int] = field(default_factory=dict)
     named: dict[str, int] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
+    figures: dict[str, list[float]] = field(default_factory=dict)  # the judged figure per test
+
+    def spread(self, test: str) -> str:
+        """max / min - 1 of the judged figure over the runs (the unchanged code's noise)."""
+        values = [v for v in self.figures.get(test, []) if v > 0]
+        return f"{max(values) / min(values) - 1:.1e}" if len(values) > 1 else "-"
 
 
 def pytest(work: Path, python: str, args: list[str], factor: float = 1.0) -> tuple[str, float]:
@@ -154,6 +161,18 @@ def judge(text: str, tally: Tally) -> None:
             tally.named[name] = tally.named.get(name, 0) + 1
 
 
+def record_figures(path: Path, mode: str, tally: Tally) -> None:
+    """The figure each mode judges, per test: instructions, or CPU seconds."""
+    try:
+        tests = json.loads(path.read_text())["tests"]
+    except (OSError, ValueError, KeyError):
+        return
+    for nodeid, test in tests.items():
+        value = test.get("instructions") if mode == "instructions" else test.get("cpu_s")
+        if isinstance(value, (int, float)):
+            tally.figures.setdefault(nodeid.split("::")[-1], []).append(float(value))
+
+
 def run_mode(mode: str, python: str, work: Path, unchanged: int, detect: int) -> dict[str, Tally]:
     work.mkdir(parents=True, exist_ok=True)
     (work / "test_suite.py").write_text(SUITE)
@@ -172,8 +191,12 @@ def run_mode(mode: str, python: str, work: Path, unchanged: int, detect: int) ->
         ("1.5x", 1.5, detect),
     ):
         for i in range(runs):
-            text, seconds = pytest(work, python, [*args, "--profile-compare"], factor)
+            profile = work / "profile.json"
+            profile.unlink(missing_ok=True)
+            compare = [*args, "--profile-compare", f"--profile-json={profile}"]
+            text, seconds = pytest(work, python, compare, factor)
             judge(text, tallies[label])
+            record_figures(profile, mode, tallies[label])
             tallies[label].seconds.append(seconds)
             print(
                 f"{mode} {label} {i + 1}/{runs}: failed {sorted(FAILED.findall(text))}", flush=True
@@ -199,15 +222,18 @@ def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -
         f"{minutes:.0f} min, on this shared 2-core VM. Six tests of different kinds, each with one "
         "function whose work is multiplied by 1.2 or 1.5; a baseline saved once per mode, then "
         "each comparison its own pytest process. Cells: failed comparisons / comparisons "
-        "(how many of the failures named the slowed function).",
+        "(how many of the failures named the slowed function); the spread is max / min - 1 of "
+        "the figure each mode judges (instructions, or CPU seconds) over the unchanged runs.",
         "",
-        "| mode | test | unchanged: false failures | 1.2x caught | 1.5x caught |",
-        "| --- | --- | --- | --- | --- |",
+        "| mode | test | unchanged: false failures | spread of the judged figure, unchanged | "
+        "1.2x caught | 1.5x caught |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for mode, tallies in results.items():
         for test in TESTS:
             lines.append(
                 f"| {mode} | `{test}` | {_cell(tallies['unchanged'], test, False)} | "
+                f"{tallies['unchanged'].spread(test)} | "
                 f"{_cell(tallies['1.2x'], test, True)} | {_cell(tallies['1.5x'], test, True)} |"
             )
     lines += ["", "| mode | one comparison (6 tests), median | plain pytest | per test, added |"]
