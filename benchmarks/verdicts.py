@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -168,7 +168,10 @@ def record_figures(path: Path, mode: str, tally: Tally) -> None:
     except (OSError, ValueError, KeyError):
         return
     for nodeid, test in tests.items():
-        value = test.get("instructions") if mode == "instructions" else test.get("cpu_s")
+        if mode == "instructions":
+            value = test.get("instructions")
+        else:
+            value = sum(test.get(k, 0.0) for k in ("cpu_python_s", "cpu_native_s", "cpu_system_s"))
         if isinstance(value, (int, float)):
             tally.figures.setdefault(nodeid.split("::")[-1], []).append(float(value))
 
@@ -246,6 +249,14 @@ def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -
     return "\n".join(lines) + "\n"
 
 
+def _load(path: Path) -> dict[str, dict[str, Tally]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {m: {k: Tally(**t) for k, t in r.items()} for m, r in data.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unchanged", type=int, default=50)
@@ -258,20 +269,25 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "verdicts")
     args = parser.parse_args()
     started = time.perf_counter()
-    results = {}
+    version = subprocess.run(
+        [args.python, "-c", "import sys; print(f'{sys.version_info[0]}{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # The modes not run now keep their last results for this interpreter.
+    kept = args.work / f"results-{version}.json"
+    results = _load(kept)
     for mode in args.modes.split(","):
         counts = (
             (args.unchanged, args.detect)
             if mode == "instructions"
             else (args.time_unchanged, args.time_detect)
         )
-        results[mode] = run_mode(mode, args.python, args.work / mode, *counts)
+        results[mode] = run_mode(mode, args.python, args.work / f"{mode}-{version}", *counts)
+    kept.write_text(
+        json.dumps({m: {k: asdict(t) for k, t in r.items()} for m, r in results.items()})
+    )
     text = section(results, args.python, (time.perf_counter() - started) / 60)
-    version = subprocess.run(
-        [args.python, "-c", "import sys; print(f'{sys.version_info[0]}{sys.version_info[1]}')"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
     write_section(args.out, text, f"{SECTION}-{version}")  # one block per interpreter
     print(text)
     return 0
