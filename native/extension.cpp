@@ -9,6 +9,9 @@
 
 namespace py = pybind11;
 
+extern "C" int pytest_scalene_walk_frames(PyThreadState* tstate, uint64_t* codes, int32_t* lines,
+                                          int max);
+
 namespace {
 
 ShimApi* find_shim() {
@@ -105,6 +108,21 @@ bool uninstall_python_hooks() {
   return all;
 }
 
+// The shim calls this in the sampling thread, inside the allocator: it records that thread's
+// Python stack (code objects and lines, innermost first) without allocating. With the GIL held,
+// it takes references, so the code objects outlive the frames until the samples are drained;
+// without it (native code that released the GIL), only the addresses: Python matches them with
+// code objects it holds when draining.
+void capture_where(ShimWhere* where) {
+  PyThreadState* tstate = PyGILState_GetThisThreadState();
+  if (tstate == nullptr) return;  // a thread Python does not know (a BLAS pool)
+  where->depth = pytest_scalene_walk_frames(tstate, where->code, where->line, SHIM_WHERE_DEPTH);
+  if (where->depth > 0 && PyGILState_Check()) {
+    for (int i = 0; i < where->depth; i++) Py_INCREF(reinterpret_cast<PyObject*>(where->code[i]));
+    where->owned = 1;
+  }
+}
+
 void arm(int64_t threshold, int64_t leak_step, int64_t copy_step, int signum) {
   if (threshold < 1 || leak_step < 1 || copy_step < 1) {
     throw std::invalid_argument("threshold, leak_step and copy_step must be >= 1");
@@ -115,6 +133,7 @@ void arm(int64_t threshold, int64_t leak_step, int64_t copy_step, int signum) {
     if (sigaction(signum, nullptr, &current) != 0) throw std::invalid_argument("bad signal");
     handler = reinterpret_cast<void*>(current.sa_handler);
   }
+  shim()->set_capture(capture_where);
   shim()->arm(threshold, leak_step, copy_step, signum, handler);
 }
 
@@ -124,8 +143,18 @@ py::list take_samples() {
   py::list out;
   for (size_t i = 0; i < count; i++) {
     const ShimSample& s = samples[i];
+    py::tuple stack(s.where.depth);
+    for (int j = 0; j < s.where.depth; j++) {
+      py::object code;
+      if (s.where.owned) {  // steal the reference taken at capture
+        code = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(s.where.code[j]));
+      } else {
+        code = py::int_(s.where.code[j]);
+      }
+      stack[j] = py::make_tuple(code, s.where.line[j]);
+    }
     out.append(py::make_tuple(s.kind, s.tracked_id, s.footprint, s.alloc_bytes, s.free_bytes,
-                              s.python_bytes, s.copy_bytes, s.time_ns, s.thread));
+                              s.python_bytes, s.copy_bytes, s.time_ns, s.thread, stack));
   }
   shim()->release_samples(samples);
   return out;
@@ -140,6 +169,7 @@ PYBIND11_MODULE(_native, m) {
   m.attr("GROW") = static_cast<int>(SHIM_GROW);
   m.attr("SHRINK") = static_cast<int>(SHIM_SHRINK);
   m.attr("COPY") = static_cast<int>(SHIM_COPY);
+  m.attr("WHERE_DEPTH") = static_cast<int>(SHIM_WHERE_DEPTH);
   m.def("arm", &arm, py::arg("threshold"), py::arg("leak_step"), py::arg("copy_step"),
         py::arg("signum"),
         "Start sampling; samples raise `signum` (whose current handler must stay installed).");
@@ -147,7 +177,8 @@ PYBIND11_MODULE(_native, m) {
   m.def("armed", []() { return shim()->armed() != 0; });
   m.def("take_samples", &take_samples,
         "Pending samples: (kind, tracked_id, footprint, alloc_bytes, free_bytes, python_bytes, "
-        "copy_bytes, time_ns, thread) tuples.");
+        "copy_bytes, time_ns, thread, stack) tuples; stack: ((code, line), ...) innermost first, "
+        "code a code object, or its address (int) when taken without the GIL.");
   m.def("footprint", []() { return shim()->footprint(); }, "Live malloc'd bytes now.");
   m.def("peak", []() { return shim()->peak(); }, "Highest footprint since arm().");
   m.def("leak_freed", [](int32_t id) { return shim()->leak_freed(id) != 0; },

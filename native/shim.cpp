@@ -78,6 +78,7 @@ std::atomic<int> g_in_flight{0};  // threads between the armed check and their r
 std::atomic<int> g_tracked{0};    // live tracked allocations (free() looks only when > 0)
 std::atomic<uint32_t> g_epoch{0};
 std::atomic<int64_t> g_dropped{0};
+std::atomic<void (*)(ShimWhere*)> g_capture{nullptr};
 std::atomic<int> g_signum{0};
 std::atomic<void*> g_handler{nullptr};
 int64_t g_leak_step = kNever;
@@ -203,9 +204,18 @@ void leave_rare(bool emitted) {
   tls.guard = 0;
 }
 
+// The Python line is taken here, in the sampling thread, before anything else can run: a
+// signal handler would only run at the main thread's next bytecode boundary, on another line.
+void capture_where(ShimWhere* where) {
+  where->depth = 0;
+  where->owned = 0;
+  auto capture = g_capture.load(std::memory_order_acquire);
+  if (capture) capture(where);
+}
+
 ShimSample base_sample(int32_t kind, int64_t footprint) {
   ShimSample s;
-  memset(&s, 0, sizeof s);
+  memset(&s, 0, offsetof(ShimSample, where));
   s.kind = kind;
   s.tracked_id = -1;
   s.footprint = footprint;
@@ -238,7 +248,8 @@ __attribute__((noinline)) void sample_footprint(void* p) {
     s.alloc_bytes = allocated - g_last_allocated;
     s.free_bytes = freed - g_last_freed;
     s.python_bytes = python - g_last_python;
-    push(s);
+    capture_where(&s.where);  // under the lock: it neither allocates nor blocks
+    push(s);  // a lost sample keeps its code references: a negligible leak, counted in dropped
     g_last_allocated = allocated;
     g_last_freed = freed;
     g_last_python = python;
@@ -263,6 +274,7 @@ __attribute__((noinline)) void sample_copy(size_t n) {
   tls.copied -= charged;
   ShimSample s = base_sample(SHIM_COPY, g.allocated.load(relaxed) - g.freed.load(relaxed));
   s.copy_bytes = charged;
+  capture_where(&s.where);
   lock();
   push(s);
   unlock();
@@ -393,6 +405,10 @@ void api_disarm() {
 
 int api_armed() { return g.armed.load(relaxed); }
 
+void api_set_capture(void (*capture)(ShimWhere*)) {
+  g_capture.store(capture, std::memory_order_release);
+}
+
 ShimSample* api_take_samples(size_t* count) {
   lock();
   ShimSample* samples = g_buf;
@@ -471,6 +487,7 @@ ShimApi g_api = {
     api_take_samples,        api_release_samples, api_footprint, api_peak,
     api_leak_freed,          api_dropped,    python_malloc,  python_calloc,
     python_realloc,          python_free,    python_arena_alloc, python_arena_free,
+    api_set_capture,
 };
 
 }  // namespace

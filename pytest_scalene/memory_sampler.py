@@ -21,6 +21,7 @@ copy_mb and copy_mb_s (over the test's time), timeline, leaks.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 # Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
 from sys import _current_frames, _getframe
-from types import FrameType
+from types import CodeType, FrameType, FunctionType, MethodType
 from typing import Any
 
 from . import leaks, preload, timeline
@@ -39,6 +40,7 @@ SIGNAL = signal.SIGXCPU
 MB = float(1 << 20)
 LEAK_STEPS_PER_THRESHOLD = 10  # leak tracking at each new high-water mark, in threshold / 10 steps
 COPY_STEP_THRESHOLDS = 2  # one copy sample per 2 x threshold bytes copied
+MAX_KNOWN_CODES = 100_000
 
 
 @dataclass
@@ -68,6 +70,10 @@ class MemorySampler:
         self._main_ident = threading.main_thread().ident
         self._active = False
         self._previous_handler: Any = None
+        # Code objects seen in captured stacks, by address, held so that their addresses stay
+        # theirs: stacks captured without the GIL come as addresses and are matched here.
+        self._codes: dict[int, CodeType] = {}
+        self._scanned = False
         self._reset()
         # For the whole session: memory Python's arenas took before the hooks is not counted
         # when it is given back, so the earlier they are in, the truer the footprint.
@@ -139,17 +145,21 @@ class MemorySampler:
         if not samples:
             return
         frames: dict[int, FrameType] | None = None
+        self._scanned = False
         start_ns, start_fp = self._start_ns, self._start_footprint
-        for kind, tracked, footprint, allocated, freed, python, copied, t_ns, thread in samples:
-            frame = main_frame
-            if thread != self._main_ident:
-                if frames is None:
-                    frames = _current_frames()
-                    # This very frame: kept in a local, it would make a reference cycle that
-                    # keeps the test's frames (and their memory) alive until the next gc.
-                    frames.pop(self._main_ident, None)
-                frame = frames.get(thread, main_frame)  # threads Python does not know: main's
-            located = self.scope.locate(frame)
+        for sample in samples:
+            kind, tracked, footprint, allocated, freed, python, copied, t_ns, thread, stack = sample
+            if frames is None and any(isinstance(code, int) for code, _ in stack):
+                frames = self._known_frames()
+            located, whole = self._locate_stack(stack)
+            if located is None and not whole:  # no stack (a thread Python does not know),
+                # or one cut short or not matched: where the thread is now is the best guess
+                frame = main_frame
+                if thread != self._main_ident:
+                    if frames is None:
+                        frames = self._known_frames()
+                    frame = frames.get(thread, main_frame)  # threads Python does not know: main's
+                located = self.scope.locate(frame)
             line = None
             if located is not None:
                 line = self._lines.get(located[0])
@@ -175,6 +185,77 @@ class MemorySampler:
             line.points.append((t_s, mb))
             if tracked >= 0:
                 line.tracked.append(tracked)
+
+    def _known_frames(self) -> dict[int, FrameType]:
+        """The other threads' current frames; their code objects join the known ones, so that
+        stacks captured without the GIL (addresses only) can be matched."""
+        frames = _current_frames()
+        # This very frame: kept in a local, it would make a reference cycle that keeps the
+        # test's frames (and their memory) alive until the next gc.
+        frames.pop(self._main_ident, None)
+        for frame in frames.values():
+            walk: FrameType | None = frame
+            while walk is not None:
+                self._remember(walk.f_code)
+                walk = walk.f_back
+        return frames
+
+    def _remember_profiled_modules(self) -> None:
+        """The code objects of profiled modules (functions, methods, and the code nested in
+        them: comprehensions, lambdas, inner functions): a thread that allocated without the
+        GIL may have finished before the drain, so its frames are gone."""
+        pending: list[Any] = []
+        for module in list(sys.modules.values()):
+            filename = getattr(module, "__file__", None)
+            if isinstance(filename, str) and self.scope.relative_name(filename) is not None:
+                pending.extend(vars(module).values())
+        seen: set[int] = set()
+        while pending:
+            item = pending.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, CodeType):
+                if self.scope.relative_name(item.co_filename) is not None:
+                    self._remember(item)
+                    pending.extend(c for c in item.co_consts if isinstance(c, CodeType))
+            elif isinstance(item, (staticmethod, classmethod)):
+                pending.append(item.__func__)
+            elif isinstance(item, property):
+                pending.extend((item.fget, item.fset, item.fdel))
+            elif isinstance(item, type):
+                pending.extend(vars(item).values())
+            elif isinstance(item, (FunctionType, MethodType)):
+                pending.append(item.__code__)
+
+    def _remember(self, code: CodeType) -> None:
+        if len(self._codes) < MAX_KNOWN_CODES:
+            self._codes.setdefault(id(code), code)
+
+    def _locate_stack(
+        self, stack: tuple[tuple[Any, int], ...]
+    ) -> tuple[tuple[LineKey, int] | None, bool]:
+        """The innermost profiled frame of a stack the shim captured in the sampling thread,
+        and whether the whole stack was seen (then no profiled frame means none was running)."""
+        whole = 0 < len(stack) < self.native.WHERE_DEPTH
+        for code, lineno in stack:
+            if isinstance(code, int):  # captured without the GIL: an address only
+                # Only a code object held here can be named: an address alone may be reused.
+                address = code
+                code = self._codes.get(address)
+                if code is None and not self._scanned:
+                    self._scanned = True  # once per drain: a miss costs a walk of the modules
+                    self._remember_profiled_modules()
+                    code = self._codes.get(address)
+                if code is None:
+                    whole = False
+                    continue
+            else:
+                self._remember(code)
+            found = self.scope.locate_code(code, lineno)
+            if found is not None:
+                return found, True
+        return None, whole
 
     # -- results -----------------------------------------------------------------------------
     def _finish(self, profile: TestProfile, elapsed_s: float) -> None:
