@@ -27,38 +27,28 @@ ShimApi* shim() {
   return api;
 }
 
-// Which of Python's allocations count as Python's. With pymalloc (the default), small objects
-// live in arenas that pymalloc maps itself: the arena allocator is wrapped, and everything else
-// Python allocates (large objects, interpreter state) goes through the RAW domain, wrapped too,
-// so small objects cost nothing extra. Under PYTHONMALLOC=malloc the MEM and OBJ domains call
-// malloc directly: they are wrapped as well then.
+// Which of Python's allocations count as Python's: those that entered the object or the mem
+// domain (PyObject_Malloc, PyMem_Malloc: what Python's objects and their buffers use, with the
+// GIL held), and pymalloc's arenas (mapped without malloc). The RAW domain is not Python's:
+// PyMem_RawMalloc may be called by anyone, without the GIL, and numpy >= 2.5 allocates array
+// data there. Large objects that pymalloc passes on to the RAW domain count as Python's because
+// the flag set on entering the object domain is still set.
 struct Hook {
   PyMemAllocatorDomain domain;
   ShimAllocator previous;
   PyMemAllocatorEx ours;
   bool installed;
 };
-Hook hooks[] = {{PYMEM_DOMAIN_RAW, {}, {}, false},
-                {PYMEM_DOMAIN_MEM, {}, {}, false},
-                {PYMEM_DOMAIN_OBJ, {}, {}, false}};
+Hook hooks[] = {{PYMEM_DOMAIN_MEM, {}, {}, false}, {PYMEM_DOMAIN_OBJ, {}, {}, false}};
 ShimArenaAllocator previous_arena;
 PyObjectArenaAllocator our_arena;
 bool arena_installed = false;
 int install_count = 0;
 
-bool calls_malloc_directly(PyMemAllocatorDomain domain) {
-  PyMemAllocatorEx raw, current;
-  PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &raw);
-  PyMem_GetAllocator(domain, &current);
-  return current.malloc == raw.malloc;  // PYTHONMALLOC=malloc: both are the libc wrappers
-}
-
 void install_python_hooks() {
   ShimApi* api = shim();
   if (install_count++ > 0) return;
-  bool wrap_objects = calls_malloc_directly(PYMEM_DOMAIN_OBJ);
   for (Hook& hook : hooks) {
-    if (hook.domain != PYMEM_DOMAIN_RAW && !wrap_objects) continue;
     PyMemAllocatorEx current;
     PyMem_GetAllocator(hook.domain, &current);
     hook.previous = {current.ctx, current.malloc, current.calloc, current.realloc, current.free};
@@ -185,8 +175,8 @@ PYBIND11_MODULE(_native, m) {
         "Whether the tracked allocation `id` has been freed.");
   m.def("dropped", []() { return shim()->dropped(); }, "Samples lost (buffer could not grow).");
   m.def("install_python_hooks", &install_python_hooks,
-        "Wrap Python's allocators (RAW domain, object arenas; MEM and OBJ under "
-        "PYTHONMALLOC=malloc) so that their bytes count as Python's. Counted: call "
+        "Wrap Python's allocators (the MEM and OBJ domains, object arenas) so that their "
+        "bytes count as Python's (the RAW domain is native's). Counted: call "
         "uninstall_python_hooks as many times.");
   m.def("uninstall_python_hooks", &uninstall_python_hooks,
         "Unwrap them; False when another allocator sits on top (ours stays as a pass-through).");
