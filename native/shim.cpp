@@ -1,7 +1,10 @@
 // The allocator shim, preloaded with LD_PRELOAD. It knows nothing of Python.
 //
-// - malloc & co. forward to glibc's exported __libc_* entry points (no dlsym bootstrap) and
-//   count every block's malloc_usable_size: footprint = bytes allocated - bytes freed, exact
+// - malloc & co. forward to the next definition after the shim (dlsym(RTLD_NEXT)): glibc's, or
+//   the allocator the user preloaded after it (jemalloc, tcmalloc, mimalloc), which then serves
+//   every block, as it would unprofiled. Each block is counted with that same allocator's
+//   malloc_usable_size; no allocator function is ever called unqualified (a name bound in the
+//   global scope could be another allocator's, handed blocks it does not own): footprint = bytes allocated - bytes freed, exact
 //   and symmetric because the same size function is used both ways. Counting runs from process
 //   start so that frees of blocks allocated before arming keep the footprint right.
 // - Nothing is sampled until the extension arms the shim. Then, when the footprint moves by a
@@ -13,8 +16,8 @@
 // - memcpy/memmove count bytes per thread; every copy_step bytes make a copy sample.
 // - A thread-local guard keeps the rare sampling path from re-entering itself.
 // Hot paths (malloc, free, memcpy) take no lock and make no system call.
-// malloc_usable_size is not interposed: blocks are glibc's own, without added headers, so
-// glibc's malloc_usable_size is already right for them.
+// Allocations made while the next functions are being looked up (dlsym may allocate) come from
+// a small static buffer, never freed.
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include <atomic>
 
@@ -34,16 +38,6 @@
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-extern "C" {
-void* __libc_malloc(size_t);
-void __libc_free(void*);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-void* __libc_valloc(size_t);
-void* __libc_pvalloc(size_t);
-}
-
 namespace {
 
 constexpr int64_t kNever = INT64_MAX;
@@ -52,7 +46,7 @@ constexpr auto relaxed = std::memory_order_relaxed;
 struct ThreadState {
   int guard;          // inside the sampling path
   int python;         // inside Python's allocator (set by the python_* wrappers)
-  int resolving;      // looking up the real memcpy/memmove
+  int resolving;      // looking up the next allocator and copy functions
   uint32_t copy_epoch;
   int64_t copied;     // bytes copied since this thread's last copy sample
 };
@@ -100,8 +94,33 @@ std::atomic<uint8_t> g_freed_flags[kMaxTracked];
 int32_t g_next_id = 0;
 
 using CopyFn = void* (*)(void*, const void*, size_t);
-std::atomic<CopyFn> g_memcpy{nullptr};
-std::atomic<CopyFn> g_memmove{nullptr};
+using CheckedCopyFn = void* (*)(void*, const void*, size_t, size_t);
+using WideCopyFn = wchar_t* (*)(wchar_t*, const wchar_t*, size_t);
+using CheckedWideCopyFn = wchar_t* (*)(wchar_t*, const wchar_t*, size_t, size_t);
+
+// The next allocator's and copy functions, looked up explicitly (see the top of the file).
+struct Libc {
+  void* (*malloc)(size_t);
+  void (*free)(void*);
+  void* (*calloc)(size_t, size_t);
+  void* (*realloc)(void*, size_t);
+  void* (*memalign)(size_t, size_t);
+  void* (*valloc)(size_t);
+  void* (*pvalloc)(size_t);
+  size_t (*usable)(void*);
+  CopyFn memcpy, memmove, mempcpy;
+  CheckedCopyFn memcpy_chk, memmove_chk, mempcpy_chk;
+  WideCopyFn wmemcpy;
+  CheckedWideCopyFn wmemcpy_chk;
+};
+Libc libc;
+std::atomic<int> g_libc_ready{0};
+
+// Allocations made while looking them up (dlsym may allocate): a bump buffer, with the
+// size in a 16-byte header; never freed, never counted.
+constexpr size_t kBootBytes = 1 << 16;
+alignas(16) unsigned char g_boot[kBootBytes];
+std::atomic<size_t> g_boot_used{0};
 
 void lock() {
   while (g_lock.exchange(1, std::memory_order_acquire)) {
@@ -162,7 +181,7 @@ uint64_t now_ns() {
 bool push(const ShimSample& sample) {
   if (g_len == g_cap) {
     size_t cap = g_cap ? g_cap * 2 : 256;
-    void* grown = __libc_realloc(g_buf, cap * sizeof(ShimSample));
+    void* grown = libc.realloc(g_buf, cap * sizeof(ShimSample));
     if (!grown) {
       g_dropped.fetch_add(1, relaxed);
       return false;
@@ -295,7 +314,7 @@ inline void count_alloc_sized(void* p, int64_t size) {
 }
 
 inline void count_alloc(void* p) {
-  if (LIKELY(p != nullptr)) count_alloc_sized(p, static_cast<int64_t>(malloc_usable_size(p)));
+  if (LIKELY(p != nullptr)) count_alloc_sized(p, static_cast<int64_t>(libc.usable(p)));
 }
 
 // Before the block goes back to its allocator (its address may be reused at once).
@@ -305,7 +324,7 @@ inline void forget(void* p) {
 
 inline int64_t before_free(void* p) {
   forget(p);
-  return static_cast<int64_t>(malloc_usable_size(p));
+  return static_cast<int64_t>(libc.usable(p));
 }
 
 inline void count_free(int64_t size) {
@@ -322,7 +341,7 @@ inline void count_copy(size_t n) {
   if (UNLIKELY(tls.copied >= g.copy_step.load(relaxed))) sample_copy(n);
 }
 
-// Used while dlsym looks up the real functions (dlsym may itself copy).
+// Used before the copy functions are known (dlsym may itself copy).
 void* byte_copy(void* dst, const void* src, size_t n) {
   volatile unsigned char* d = static_cast<unsigned char*>(dst);
   const volatile unsigned char* s = static_cast<const unsigned char*>(src);
@@ -334,19 +353,67 @@ void* byte_copy(void* dst, const void* src, size_t n) {
   return dst;
 }
 
-__attribute__((noinline)) CopyFn resolve_slow(std::atomic<CopyFn>& slot, const char* name) {
-  if (tls.resolving) return byte_copy;
-  tls.resolving = 1;
-  CopyFn fn = reinterpret_cast<CopyFn>(dlsym(RTLD_NEXT, name));
-  tls.resolving = 0;
-  if (!fn) return byte_copy;
-  slot.store(fn, relaxed);
-  return fn;
+inline bool in_boot(const void* p) {
+  auto* b = static_cast<const unsigned char*>(p);
+  return UNLIKELY(b >= g_boot && b < g_boot + kBootBytes);
 }
 
-inline CopyFn resolve(std::atomic<CopyFn>& slot, const char* name) {
-  CopyFn fn = slot.load(relaxed);
-  return LIKELY(fn != nullptr) ? fn : resolve_slow(slot, name);
+void* boot_alloc(size_t size) {
+  size_t need = 16 + ((size + 15) & ~static_cast<size_t>(15));
+  size_t at = g_boot_used.fetch_add(need, relaxed);
+  if (at + need > kBootBytes) return nullptr;
+  *reinterpret_cast<size_t*>(g_boot + at) = size;
+  return g_boot + at + 16;  // zero already: the buffer is static and never reused
+}
+
+size_t boot_size(const void* p) {
+  return *reinterpret_cast<const size_t*>(static_cast<const unsigned char*>(p) - 16);
+}
+
+template <typename Fn>
+void find(void* handle, Fn& slot, const char* name) {
+  slot = reinterpret_cast<Fn>(dlsym(handle, name));
+}
+
+// Looks the next definitions up. False while a lookup is under way in this thread (the caller
+// then uses the boot buffer or byte_copy).
+__attribute__((noinline)) bool resolve_libc() {
+  if (g_libc_ready.load(std::memory_order_acquire)) return true;
+  if (tls.resolving) return false;
+  tls.resolving = 1;
+  void* h = RTLD_NEXT;
+  Libc found;
+  memset(&found, 0, sizeof found);
+  find(h, found.malloc, "malloc");
+  find(h, found.free, "free");
+  find(h, found.calloc, "calloc");
+  find(h, found.realloc, "realloc");
+  find(h, found.memalign, "memalign");
+  find(h, found.valloc, "valloc");
+  find(h, found.pvalloc, "pvalloc");
+  find(h, found.usable, "malloc_usable_size");
+  find(h, found.memcpy, "memcpy");
+  find(h, found.memmove, "memmove");
+  find(h, found.mempcpy, "mempcpy");
+  find(h, found.memcpy_chk, "__memcpy_chk");
+  find(h, found.memmove_chk, "__memmove_chk");
+  find(h, found.mempcpy_chk, "__mempcpy_chk");
+  find(h, found.wmemcpy, "wmemcpy");
+  find(h, found.wmemcpy_chk, "__wmemcpy_chk");
+  if (!found.malloc || !found.free || !found.calloc || !found.realloc || !found.memalign ||
+      !found.valloc || !found.pvalloc || !found.usable || !found.memcpy || !found.memmove) {
+    static const char msg[] = "pytest-scalene shim: the next allocator was not found; aborting\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    abort();  // the plugin only preloads the shim under glibc, which has them all
+  }
+  libc = found;  // still resolving: a memcpy the compiler makes of this copies bytewise
+  g_libc_ready.store(1, std::memory_order_release);
+  tls.resolving = 0;
+  return true;
+}
+
+inline bool ready() {
+  return LIKELY(g_libc_ready.load(std::memory_order_acquire)) || resolve_libc();
 }
 
 void after_fork_in_child() {
@@ -366,8 +433,7 @@ void after_fork_in_child() {
 }
 
 __attribute__((constructor)) void shim_init() {
-  resolve(g_memcpy, "memcpy");
-  resolve(g_memmove, "memmove");
+  resolve_libc();
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
 }
 
@@ -419,7 +485,7 @@ ShimSample* api_take_samples(size_t* count) {
   return samples;
 }
 
-void api_release_samples(ShimSample* samples) { __libc_free(samples); }
+void api_release_samples(ShimSample* samples) { libc.free(samples); }
 int64_t api_footprint() { return g.allocated.load(relaxed) - g.freed.load(relaxed); }
 int64_t api_peak() { return g.peak.load(relaxed); }
 int64_t api_dropped() { return g_dropped.load(relaxed); }
@@ -496,28 +562,39 @@ EXPORT ShimApi* pytest_scalene_shim_api() { return &g_api; }
 
 // -- the interposed functions -----------------------------------------------------------------
 EXPORT void* malloc(size_t size) __THROW {
-  void* p = __libc_malloc(size);
+  if (UNLIKELY(!ready())) return boot_alloc(size);
+  void* p = libc.malloc(size);
   count_alloc(p);
   return p;
 }
 
 EXPORT void free(void* p) __THROW {
-  if (!p) return;
+  if (!p || in_boot(p)) return;
   int64_t size = before_free(p);
-  __libc_free(p);
+  libc.free(p);
   count_free(size);
 }
 
 EXPORT void* calloc(size_t nelem, size_t elsize) __THROW {
-  void* p = __libc_calloc(nelem, elsize);
+  if (UNLIKELY(!ready())) {
+    size_t size;
+    return __builtin_mul_overflow(nelem, elsize, &size) ? nullptr : boot_alloc(size);
+  }
+  void* p = libc.calloc(nelem, elsize);
   count_alloc(p);
   return p;
 }
 
 EXPORT void* realloc(void* old, size_t size) __THROW {
+  if (UNLIKELY(old && in_boot(old))) {  // out of the boot buffer, which is never freed
+    void* p = malloc(size);
+    if (p) byte_copy(p, old, boot_size(old) < size ? boot_size(old) : size);
+    return p;
+  }
+  if (UNLIKELY(!ready())) return boot_alloc(size);
   // A moved or resized block counts as freed for leak tracking (conservative).
   int64_t old_size = old ? before_free(old) : 0;
-  void* p = __libc_realloc(old, size);
+  void* p = libc.realloc(old, size);
   if (p || (old && size == 0)) {  // glibc's realloc(p, 0) frees p and returns NULL
     if (old) count_free(old_size);
     count_alloc(p);
@@ -534,49 +611,107 @@ EXPORT void* reallocarray(void* old, size_t nelem, size_t elsize) __THROW {
   return realloc(old, size);
 }
 
+EXPORT size_t malloc_usable_size(void* p) __THROW {
+  if (!p) return 0;
+  if (in_boot(p)) return boot_size(p);
+  return ready() ? libc.usable(p) : 0;
+}
+
+void* aligned(size_t alignment, size_t size) {
+  if (UNLIKELY(!ready())) return alignment <= 16 ? boot_alloc(size) : nullptr;
+  void* p = libc.memalign(alignment, size);
+  count_alloc(p);
+  return p;
+}
+
 EXPORT int posix_memalign(void** out, size_t alignment, size_t size) __THROW {
   if (alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0 || alignment == 0) {
     return EINVAL;
   }
   int saved_errno = errno;
-  void* p = __libc_memalign(alignment, size);
+  void* p = aligned(alignment, size);
   errno = saved_errno;
   if (!p) return ENOMEM;
-  count_alloc(p);
   *out = p;
   return 0;
 }
 
 EXPORT void* aligned_alloc(size_t alignment, size_t size) __THROW {
-  void* p = __libc_memalign(alignment, size);
-  count_alloc(p);
-  return p;
+  return aligned(alignment, size);
 }
 
-EXPORT void* memalign(size_t alignment, size_t size) __THROW {
-  void* p = __libc_memalign(alignment, size);
-  count_alloc(p);
-  return p;
-}
+EXPORT void* memalign(size_t alignment, size_t size) __THROW { return aligned(alignment, size); }
 
 EXPORT void* valloc(size_t size) __THROW {
-  void* p = __libc_valloc(size);
+  if (UNLIKELY(!ready())) return nullptr;
+  void* p = libc.valloc(size);
   count_alloc(p);
   return p;
 }
 
 EXPORT void* pvalloc(size_t size) __THROW {
-  void* p = __libc_pvalloc(size);
+  if (UNLIKELY(!ready())) return nullptr;
+  void* p = libc.pvalloc(size);
   count_alloc(p);
   return p;
 }
 
+// Copies: every variant a compiler or a FORTIFY build may call. The _chk variants check the
+// destination size themselves (glibc's, which abort on overflow as they would unprofiled).
 EXPORT void* memcpy(void* dst, const void* src, size_t n) __THROW {
+  if (UNLIKELY(!ready())) return byte_copy(dst, src, n);
   count_copy(n);
-  return resolve(g_memcpy, "memcpy")(dst, src, n);
+  return libc.memcpy(dst, src, n);
 }
 
 EXPORT void* memmove(void* dst, const void* src, size_t n) __THROW {
+  if (UNLIKELY(!ready())) return byte_copy(dst, src, n);
   count_copy(n);
-  return resolve(g_memmove, "memmove")(dst, src, n);
+  return libc.memmove(dst, src, n);
+}
+
+EXPORT void* mempcpy(void* dst, const void* src, size_t n) __THROW {
+  if (UNLIKELY(!ready())) return static_cast<unsigned char*>(byte_copy(dst, src, n)) + n;
+  count_copy(n);
+  return libc.mempcpy(dst, src, n);
+}
+
+extern "C" void* shim_memcpy_chk(void*, const void*, size_t, size_t) __asm__("__memcpy_chk");
+extern "C" void* shim_memmove_chk(void*, const void*, size_t, size_t) __asm__("__memmove_chk");
+extern "C" void* shim_mempcpy_chk(void*, const void*, size_t, size_t) __asm__("__mempcpy_chk");
+extern "C" wchar_t* shim_wmemcpy_chk(wchar_t*, const wchar_t*, size_t, size_t) __asm__(
+    "__wmemcpy_chk");
+
+EXPORT void* shim_memcpy_chk(void* dst, const void* src, size_t n, size_t dstlen) {
+  if (UNLIKELY(!ready() || !libc.memcpy_chk)) return byte_copy(dst, src, n);
+  count_copy(n);
+  return libc.memcpy_chk(dst, src, n, dstlen);
+}
+
+EXPORT void* shim_memmove_chk(void* dst, const void* src, size_t n, size_t dstlen) {
+  if (UNLIKELY(!ready() || !libc.memmove_chk)) return byte_copy(dst, src, n);
+  count_copy(n);
+  return libc.memmove_chk(dst, src, n, dstlen);
+}
+
+EXPORT void* shim_mempcpy_chk(void* dst, const void* src, size_t n, size_t dstlen) {
+  if (UNLIKELY(!ready() || !libc.mempcpy_chk)) {
+    return static_cast<unsigned char*>(byte_copy(dst, src, n)) + n;
+  }
+  count_copy(n);
+  return libc.mempcpy_chk(dst, src, n, dstlen);
+}
+
+EXPORT wchar_t* wmemcpy(wchar_t* dst, const wchar_t* src, size_t n) __THROW {
+  if (UNLIKELY(!ready())) return static_cast<wchar_t*>(byte_copy(dst, src, n * sizeof(wchar_t)));
+  count_copy(n * sizeof(wchar_t));
+  return libc.wmemcpy(dst, src, n);
+}
+
+EXPORT wchar_t* shim_wmemcpy_chk(wchar_t* dst, const wchar_t* src, size_t n, size_t dstlen) {
+  if (UNLIKELY(!ready() || !libc.wmemcpy_chk)) {
+    return static_cast<wchar_t*>(byte_copy(dst, src, n * sizeof(wchar_t)));
+  }
+  count_copy(n * sizeof(wchar_t));
+  return libc.wmemcpy_chk(dst, src, n, dstlen);
 }

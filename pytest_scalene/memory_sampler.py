@@ -315,6 +315,12 @@ def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> 
             reason = preload.unavailable_reason() or "the allocator shim is not preloaded"
             profiler.note(f"memory, leak and copy columns are absent: {reason}")
         return
+    allocator = preload.other_allocator()
+    if allocator and options.enabled:
+        profiler.note(
+            f"memory is profiled through {allocator} (LD_PRELOAD): the shim forwards malloc & co. "
+            "to it, so sizes are its own (its size classes)"
+        )
     sampler = MemorySampler(profiler.scope, options.memory_threshold, profiler.note)
     profiler.collectors.append(sampler)
     add_cleanup(sampler.close)
