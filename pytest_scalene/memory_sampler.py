@@ -5,10 +5,12 @@ object allocator maps for small objects; Python's share is what comes through Py
 allocator (its arenas and its RAW domain, where larger objects go). While a test runs, the shim
 records a sample when the footprint has moved by the threshold since the last one, when it
 passes the next leak high-water step, and each time a thread has copied 2 x threshold bytes
-with memcpy/memmove. It then raises SIGXCPU in the allocating thread, so this handler runs at
-the main thread's next bytecode boundary: on the line that allocated, when the main thread did.
-A sample of another thread is charged to that thread's current profiled line. The buffer
-between them loses nothing; it is drained again at the end.
+with memcpy, memmove and their variants. At that moment, in the sampling thread, it records the
+thread's Python stack (code objects and lines); it then raises SIGXCPU, and this handler drains
+the buffer at the main thread's next bytecode boundary, charging each sample to the innermost
+profiled frame of its own stack (a sample without a usable stack: to where its thread, or the
+main thread, is when drained). The buffer between them loses nothing; it is drained again at
+the end.
 
 Per line (JSON keys): peak_mb and avg_mb (footprint above the test's start at the line's
 samples), alloc_mb (net growth at its grow samples), python_alloc_fraction (Python's share of
