@@ -2,7 +2,7 @@
 
 The footprint is the live bytes of malloc & co. (their usable size) plus the arenas Python's
 object allocator maps for small objects; Python's share is what comes through Python's
-allocator (its arenas and its RAW domain, where larger objects go). While a test runs, the shim
+allocator (its arenas, its object and mem domains; not the raw one). While a test runs, the shim
 records a sample when the footprint has moved by the threshold since the last one, when it
 passes the next leak high-water step, and each time a thread has copied 2 x threshold bytes
 with memcpy, memmove and their variants. At that moment, in the sampling thread, it records the
