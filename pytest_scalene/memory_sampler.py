@@ -6,11 +6,11 @@ allocator (its arenas, its object and mem domains; not the raw one). While a tes
 records a sample when the footprint has moved by the threshold since the last one, when it
 passes the next leak high-water step, and each time a thread has copied 2 x threshold bytes
 with memcpy, memmove and their variants. At that moment, in the sampling thread, it records the
-thread's Python stack (code objects and lines); it then raises SIGXCPU, and this handler drains
-the buffer at the main thread's next bytecode boundary, charging each sample to the innermost
-profiled frame of its own stack (a sample without a usable stack: to where its thread, or the
-main thread, is when drained). The buffer between them loses nothing; it is drained again at
-the end.
+thread's Python stack (code objects and lines); it then raises a free real-time signal (with
+SA_RESTART), and this handler drains the buffer at the main thread's next bytecode boundary,
+charging each sample to the innermost profiled frame of its own stack (a sample without a
+usable stack: to where its thread, or the main thread, is when drained). The buffer between
+them loses nothing; it is drained again at the end.
 
 Per line (JSON keys): peak_mb and avg_mb (footprint above the test's start at the line's
 samples), alloc_mb (net growth at its grow samples), python_alloc_fraction (Python's share of
@@ -36,9 +36,13 @@ from typing import Any
 
 from . import leaks, preload, timeline
 from .model import LineKey, TestProfile
+from .sampling_timers import _free_realtime_signal, _getsignal, _signal
 from .scope import CodeScope
 
+# Samples are signalled with a free real-time signal, chosen per test: a test's own handler
+# for any usual signal never receives them. SIGXCPU where there are none.
 SIGNAL = signal.SIGXCPU
+_siginterrupt = signal.siginterrupt
 MB = float(1 << 20)
 LEAK_STEPS_PER_THRESHOLD = 10  # leak tracking at each new high-water mark, in threshold / 10 steps
 COPY_STEP_THRESHOLDS = 2  # one copy sample per 2 x threshold bytes copied
@@ -72,6 +76,7 @@ class MemorySampler:
         self._main_ident = threading.main_thread().ident
         self._active = False
         self._previous_handler: Any = None
+        self.signum: int = SIGNAL
         # Code objects seen in captured stacks, by address, held so that their addresses stay
         # theirs: stacks captured without the GIL come as addresses and are matched here.
         self._codes: dict[int, CodeType] = {}
@@ -105,14 +110,20 @@ class MemorySampler:
     def start_test(self, profile: TestProfile) -> None:
         if self.native.armed():
             raise RuntimeError("the allocator shim is already armed (pytest run inside pytest?)")
-        if signal.getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
-            raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
+        signum = _free_realtime_signal()
+        if signum is None:  # no real-time signals here: SIGXCPU, when nobody holds it
+            if _getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+                raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
+            signum = SIGNAL
         self._reset()
-        self._previous_handler = signal.signal(SIGNAL, self._on_signal)
+        self.signum = signum
+        self._previous_handler = _signal(signum, self._on_signal)
+        # SA_RESTART: a sample must not make a blocking C call fail with EINTR.
+        _siginterrupt(signum, False)
         self._dropped = self.native.dropped()
         self._start_footprint = self.native.footprint()
         self._start_ns = time.monotonic_ns()
-        self.native.arm(self.threshold, self.leak_step, self.copy_step, SIGNAL)
+        self.native.arm(self.threshold, self.leak_step, self.copy_step, signum)
         self._active = True
 
     def stop_test(self, profile: TestProfile) -> None:
@@ -125,8 +136,8 @@ class MemorySampler:
             self._drain(_getframe(1))
             self._finish(profile, elapsed_s)
         finally:
-            if signal.getsignal(SIGNAL) == self._on_signal:
-                signal.signal(SIGNAL, self._previous_handler)
+            if _getsignal(self.signum) == self._on_signal:
+                _signal(self.signum, self._previous_handler)
             dropped = self.native.dropped() - self._dropped
             if dropped:
                 self.note(f"{dropped} memory samples were lost (out of memory for the buffer)")
