@@ -82,16 +82,20 @@ size_t g_len = 0, g_cap = 0;
 
 // Leak tracking: the allocations that set high-water marks, in a fixed table of groups of four
 // slots (one cache line). free() hashes once and compares four pointers, only while non-empty.
+// A slot holds the pointer and its id in one word (pointer << 16 | id), so that the thread whose
+// compare-and-swap empties it gets the id it emptied, never that of a later occupant.
 constexpr int kSlots = 1024;
 constexpr int kGroup = 4;
-constexpr int32_t kMaxTracked = 1 << 16;
+constexpr int kIdBits = 16;
+constexpr int32_t kMaxTracked = 1 << kIdBits;
+constexpr uintptr_t kMaxTrackedPointer = uintptr_t{1} << (64 - kIdBits);
 struct Slot {
-  std::atomic<uintptr_t> ptr;
-  int32_t id;
+  std::atomic<uint64_t> entry;  // 0: empty
 };
 alignas(64) Slot g_slots[kSlots];
 std::atomic<uint8_t> g_freed_flags[kMaxTracked];
-int32_t g_next_id = 0;
+int32_t g_next_id = 0;                // under the lock
+std::atomic<int> g_untracking{0};     // frees between emptying a slot and flagging its id
 
 using CopyFn = void* (*)(void*, const void*, size_t);
 using CheckedCopyFn = void* (*)(void*, const void*, size_t, size_t);
@@ -134,40 +138,57 @@ inline Slot* group_of(const void* p) {
   return &g_slots[(h >> 54) & (kSlots - kGroup)];  // top 10 bits, aligned to a group
 }
 
+inline uint64_t pointer_of(uint64_t entry) { return entry >> kIdBits; }
+
 void untrack(const void* p) {
   Slot* group = group_of(p);
-  uintptr_t want = reinterpret_cast<uintptr_t>(p);
+  uint64_t want = reinterpret_cast<uintptr_t>(p);
   for (int i = 0; i < kGroup; i++) {
-    uintptr_t seen = want;
-    if (group[i].ptr.load(relaxed) == want &&
-        group[i].ptr.compare_exchange_strong(seen, 0, std::memory_order_acq_rel)) {
-      g_freed_flags[group[i].id].store(1, relaxed);
+    uint64_t seen = group[i].entry.load(relaxed);
+    if (seen == 0 || pointer_of(seen) != want) continue;
+    // Counted before the swap, so that a re-arm (clear_tracked) waits for the flag below: the
+    // id could otherwise be handed out again and flagged freed by this late free.
+    g_untracking.fetch_add(1, std::memory_order_seq_cst);
+    if (group[i].entry.compare_exchange_strong(seen, 0, std::memory_order_seq_cst)) {
+      g_freed_flags[seen & (kMaxTracked - 1)].store(1, relaxed);
       g_tracked.fetch_sub(1, relaxed);
+      g_untracking.fetch_sub(1, std::memory_order_seq_cst);
       return;
     }
+    g_untracking.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
 // Under the lock. Returns the id, or -1 when the table has no room for `p`.
 int32_t track(void* p) {
-  if (g_next_id >= kMaxTracked) return -1;
+  uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  if (g_next_id >= kMaxTracked || address >= kMaxTrackedPointer) return -1;
   Slot* group = group_of(p);
   for (int i = 0; i < kGroup; i++) {
-    if (group[i].ptr.load(relaxed) == 0) {
+    if (group[i].entry.load(relaxed) == 0) {  // only track() fills slots, under the lock
       int32_t id = g_next_id++;
       g_freed_flags[id].store(0, relaxed);
-      group[i].id = id;
-      group[i].ptr.store(reinterpret_cast<uintptr_t>(p), std::memory_order_release);
+      // Counted before it can be seen: an untrack of it then never takes the count below 0.
       g_tracked.fetch_add(1, relaxed);
+      group[i].entry.store((uint64_t{address} << kIdBits) | static_cast<uint64_t>(id),
+                           std::memory_order_seq_cst);
       return id;
     }
   }
   return -1;
 }
 
+// Under the lock. Each entry is taken out once, by this or by a free, and counted down once.
 void clear_tracked() {
-  for (auto& slot : g_slots) slot.ptr.store(0, relaxed);
-  g_tracked.store(0, relaxed);
+  int cleared = 0;
+  for (auto& slot : g_slots) {
+    if (slot.entry.load(relaxed) != 0 && slot.entry.exchange(0, std::memory_order_seq_cst) != 0) {
+      cleared++;
+    }
+  }
+  g_tracked.fetch_sub(cleared, relaxed);
+  // A free that emptied a slot before the exchanges may not have flagged its id yet.
+  while (g_untracking.load(std::memory_order_seq_cst) != 0) sched_yield();
   g_next_id = 0;
 }
 
@@ -306,7 +327,10 @@ inline void count_alloc_sized(void* p, int64_t size) {
   if (tls.python) g.python.fetch_add(size, relaxed);
   if (LIKELY(!g.armed.load(relaxed))) return;
   int64_t footprint = allocated - g.freed.load(relaxed);
-  if (footprint > g.peak.load(relaxed)) g.peak.store(footprint, relaxed);
+  int64_t peak = g.peak.load(relaxed);
+  while (UNLIKELY(footprint > peak) &&  // a max, not a last-writer-wins store
+         !g.peak.compare_exchange_weak(peak, footprint, relaxed)) {
+  }
   if (UNLIKELY(footprint - g.last_footprint.load(relaxed) >= g.threshold.load(relaxed) ||
                footprint >= g.leak_next.load(relaxed))) {
     sample_footprint(p);
@@ -428,7 +452,9 @@ void after_fork_in_child() {
   g_in_flight.store(0, relaxed);
   g_buf = nullptr;
   g_len = g_cap = 0;
+  g_untracking.store(0, relaxed);  // frees of other threads, which do not exist here
   clear_tracked();
+  g_tracked.store(0, relaxed);
   tls.guard = 0;
 }
 
@@ -676,10 +702,14 @@ EXPORT void* mempcpy(void* dst, const void* src, size_t n) __THROW {
   return libc.mempcpy(dst, src, n);
 }
 
-extern "C" void* shim_memcpy_chk(void*, const void*, size_t, size_t) __asm__("__memcpy_chk");
-extern "C" void* shim_memmove_chk(void*, const void*, size_t, size_t) __asm__("__memmove_chk");
-extern "C" void* shim_mempcpy_chk(void*, const void*, size_t, size_t) __asm__("__mempcpy_chk");
-extern "C" wchar_t* shim_wmemcpy_chk(wchar_t*, const wchar_t*, size_t, size_t) __asm__(
+// The FORTIFY names are compiler builtins: defined under other names, exported under theirs.
+#ifndef SHIM_LABEL
+#define SHIM_LABEL(name) __asm__(name)
+#endif
+extern "C" void* shim_memcpy_chk(void*, const void*, size_t, size_t) SHIM_LABEL("__memcpy_chk");
+extern "C" void* shim_memmove_chk(void*, const void*, size_t, size_t) SHIM_LABEL("__memmove_chk");
+extern "C" void* shim_mempcpy_chk(void*, const void*, size_t, size_t) SHIM_LABEL("__mempcpy_chk");
+extern "C" wchar_t* shim_wmemcpy_chk(wchar_t*, const wchar_t*, size_t, size_t) SHIM_LABEL(
     "__wmemcpy_chk");
 
 EXPORT void* shim_memcpy_chk(void* dst, const void* src, size_t n, size_t dstlen) {
