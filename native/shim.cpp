@@ -104,18 +104,18 @@ using CheckedWideCopyFn = wchar_t* (*)(wchar_t*, const wchar_t*, size_t, size_t)
 
 // The next allocator's and copy functions, looked up explicitly (see the top of the file).
 struct Libc {
-  void* (*malloc)(size_t);
-  void (*free)(void*);
-  void* (*calloc)(size_t, size_t);
-  void* (*realloc)(void*, size_t);
-  void* (*memalign)(size_t, size_t);
-  void* (*valloc)(size_t);
-  void* (*pvalloc)(size_t);
-  size_t (*usable)(void*);
-  CopyFn memcpy, memmove, mempcpy;
-  CheckedCopyFn memcpy_chk, memmove_chk, mempcpy_chk;
-  WideCopyFn wmemcpy;
-  CheckedWideCopyFn wmemcpy_chk;
+  void* (*next_malloc)(size_t);
+  void (*next_free)(void*);
+  void* (*next_calloc)(size_t, size_t);
+  void* (*next_realloc)(void*, size_t);
+  void* (*next_memalign)(size_t, size_t);
+  void* (*next_valloc)(size_t);
+  void* (*next_pvalloc)(size_t);
+  size_t (*next_usable)(void*);
+  CopyFn next_memcpy, next_memmove, next_mempcpy;
+  CheckedCopyFn next_memcpy_chk, next_memmove_chk, next_mempcpy_chk;
+  WideCopyFn next_wmemcpy;
+  CheckedWideCopyFn next_wmemcpy_chk;
 };
 Libc libc;
 std::atomic<int> g_libc_ready{0};
@@ -202,7 +202,7 @@ uint64_t now_ns() {
 bool push(const ShimSample& sample) {
   if (g_len == g_cap) {
     size_t cap = g_cap ? g_cap * 2 : 256;
-    void* grown = libc.realloc(g_buf, cap * sizeof(ShimSample));
+    void* grown = libc.next_realloc(g_buf, cap * sizeof(ShimSample));
     if (!grown) {
       g_dropped.fetch_add(1, relaxed);
       return false;
@@ -338,7 +338,7 @@ inline void count_alloc_sized(void* p, int64_t size) {
 }
 
 inline void count_alloc(void* p) {
-  if (LIKELY(p != nullptr)) count_alloc_sized(p, static_cast<int64_t>(libc.usable(p)));
+  if (LIKELY(p != nullptr)) count_alloc_sized(p, static_cast<int64_t>(libc.next_usable(p)));
 }
 
 // Before the block goes back to its allocator (its address may be reused at once).
@@ -348,7 +348,7 @@ inline void forget(void* p) {
 
 inline int64_t before_free(void* p) {
   forget(p);
-  return static_cast<int64_t>(libc.usable(p));
+  return static_cast<int64_t>(libc.next_usable(p));
 }
 
 inline void count_free(int64_t size) {
@@ -408,24 +408,24 @@ __attribute__((noinline)) bool resolve_libc() {
   void* h = RTLD_NEXT;
   Libc found;
   memset(&found, 0, sizeof found);
-  find(h, found.malloc, "malloc");
-  find(h, found.free, "free");
-  find(h, found.calloc, "calloc");
-  find(h, found.realloc, "realloc");
-  find(h, found.memalign, "memalign");
-  find(h, found.valloc, "valloc");
-  find(h, found.pvalloc, "pvalloc");
-  find(h, found.usable, "malloc_usable_size");
-  find(h, found.memcpy, "memcpy");
-  find(h, found.memmove, "memmove");
-  find(h, found.mempcpy, "mempcpy");
-  find(h, found.memcpy_chk, "__memcpy_chk");
-  find(h, found.memmove_chk, "__memmove_chk");
-  find(h, found.mempcpy_chk, "__mempcpy_chk");
-  find(h, found.wmemcpy, "wmemcpy");
-  find(h, found.wmemcpy_chk, "__wmemcpy_chk");
-  if (!found.malloc || !found.free || !found.calloc || !found.realloc || !found.memalign ||
-      !found.valloc || !found.pvalloc || !found.usable || !found.memcpy || !found.memmove) {
+  find(h, found.next_malloc, "malloc");
+  find(h, found.next_free, "free");
+  find(h, found.next_calloc, "calloc");
+  find(h, found.next_realloc, "realloc");
+  find(h, found.next_memalign, "memalign");
+  find(h, found.next_valloc, "valloc");
+  find(h, found.next_pvalloc, "pvalloc");
+  find(h, found.next_usable, "malloc_usable_size");
+  find(h, found.next_memcpy, "memcpy");
+  find(h, found.next_memmove, "memmove");
+  find(h, found.next_mempcpy, "mempcpy");
+  find(h, found.next_memcpy_chk, "__memcpy_chk");
+  find(h, found.next_memmove_chk, "__memmove_chk");
+  find(h, found.next_mempcpy_chk, "__mempcpy_chk");
+  find(h, found.next_wmemcpy, "wmemcpy");
+  find(h, found.next_wmemcpy_chk, "__wmemcpy_chk");
+  if (!found.next_malloc || !found.next_free || !found.next_calloc || !found.next_realloc || !found.next_memalign ||
+      !found.next_valloc || !found.next_pvalloc || !found.next_usable || !found.next_memcpy || !found.next_memmove) {
     static const char msg[] = "pytest-scalene shim: the next allocator was not found; aborting\n";
     (void)!write(2, msg, sizeof msg - 1);
     abort();  // the plugin only preloads the shim under glibc, which has them all
@@ -511,7 +511,7 @@ ShimSample* api_take_samples(size_t* count) {
   return samples;
 }
 
-void api_release_samples(ShimSample* samples) { libc.free(samples); }
+void api_release_samples(ShimSample* samples) { libc.next_free(samples); }
 int64_t api_footprint() { return g.allocated.load(relaxed) - g.freed.load(relaxed); }
 int64_t api_peak() { return g.peak.load(relaxed); }
 int64_t api_dropped() { return g_dropped.load(relaxed); }
@@ -589,7 +589,7 @@ EXPORT ShimApi* pytest_scalene_shim_api() { return &g_api; }
 // -- the interposed functions -----------------------------------------------------------------
 EXPORT void* malloc(size_t size) __THROW {
   if (UNLIKELY(!ready())) return boot_alloc(size);
-  void* p = libc.malloc(size);
+  void* p = libc.next_malloc(size);
   count_alloc(p);
   return p;
 }
@@ -597,7 +597,7 @@ EXPORT void* malloc(size_t size) __THROW {
 EXPORT void free(void* p) __THROW {
   if (!p || in_boot(p)) return;
   int64_t size = before_free(p);
-  libc.free(p);
+  libc.next_free(p);
   count_free(size);
 }
 
@@ -606,7 +606,7 @@ EXPORT void* calloc(size_t nelem, size_t elsize) __THROW {
     size_t size;
     return __builtin_mul_overflow(nelem, elsize, &size) ? nullptr : boot_alloc(size);
   }
-  void* p = libc.calloc(nelem, elsize);
+  void* p = libc.next_calloc(nelem, elsize);
   count_alloc(p);
   return p;
 }
@@ -620,7 +620,7 @@ EXPORT void* realloc(void* old, size_t size) __THROW {
   if (UNLIKELY(!ready())) return boot_alloc(size);
   // A moved or resized block counts as freed for leak tracking (conservative).
   int64_t old_size = old ? before_free(old) : 0;
-  void* p = libc.realloc(old, size);
+  void* p = libc.next_realloc(old, size);
   if (p || (old && size == 0)) {  // glibc's realloc(p, 0) frees p and returns NULL
     if (old) count_free(old_size);
     count_alloc(p);
@@ -640,12 +640,12 @@ EXPORT void* reallocarray(void* old, size_t nelem, size_t elsize) __THROW {
 EXPORT size_t malloc_usable_size(void* p) __THROW {
   if (!p) return 0;
   if (in_boot(p)) return boot_size(p);
-  return ready() ? libc.usable(p) : 0;
+  return ready() ? libc.next_usable(p) : 0;
 }
 
 void* aligned(size_t alignment, size_t size) {
   if (UNLIKELY(!ready())) return alignment <= 16 ? boot_alloc(size) : nullptr;
-  void* p = libc.memalign(alignment, size);
+  void* p = libc.next_memalign(alignment, size);
   count_alloc(p);
   return p;
 }
@@ -670,14 +670,14 @@ EXPORT void* memalign(size_t alignment, size_t size) __THROW { return aligned(al
 
 EXPORT void* valloc(size_t size) __THROW {
   if (UNLIKELY(!ready())) return nullptr;
-  void* p = libc.valloc(size);
+  void* p = libc.next_valloc(size);
   count_alloc(p);
   return p;
 }
 
 EXPORT void* pvalloc(size_t size) __THROW {
   if (UNLIKELY(!ready())) return nullptr;
-  void* p = libc.pvalloc(size);
+  void* p = libc.next_pvalloc(size);
   count_alloc(p);
   return p;
 }
@@ -687,19 +687,19 @@ EXPORT void* pvalloc(size_t size) __THROW {
 EXPORT void* memcpy(void* dst, const void* src, size_t n) __THROW {
   if (UNLIKELY(!ready())) return byte_copy(dst, src, n);
   count_copy(n);
-  return libc.memcpy(dst, src, n);
+  return libc.next_memcpy(dst, src, n);
 }
 
 EXPORT void* memmove(void* dst, const void* src, size_t n) __THROW {
   if (UNLIKELY(!ready())) return byte_copy(dst, src, n);
   count_copy(n);
-  return libc.memmove(dst, src, n);
+  return libc.next_memmove(dst, src, n);
 }
 
 EXPORT void* mempcpy(void* dst, const void* src, size_t n) __THROW {
   if (UNLIKELY(!ready())) return static_cast<unsigned char*>(byte_copy(dst, src, n)) + n;
   count_copy(n);
-  return libc.mempcpy(dst, src, n);
+  return libc.next_mempcpy(dst, src, n);
 }
 
 // The FORTIFY names are compiler builtins: defined under other names, exported under theirs.
@@ -713,35 +713,35 @@ extern "C" wchar_t* shim_wmemcpy_chk(wchar_t*, const wchar_t*, size_t, size_t) S
     "__wmemcpy_chk");
 
 EXPORT void* shim_memcpy_chk(void* dst, const void* src, size_t n, size_t dstlen) {
-  if (UNLIKELY(!ready() || !libc.memcpy_chk)) return byte_copy(dst, src, n);
+  if (UNLIKELY(!ready() || !libc.next_memcpy_chk)) return byte_copy(dst, src, n);
   count_copy(n);
-  return libc.memcpy_chk(dst, src, n, dstlen);
+  return libc.next_memcpy_chk(dst, src, n, dstlen);
 }
 
 EXPORT void* shim_memmove_chk(void* dst, const void* src, size_t n, size_t dstlen) {
-  if (UNLIKELY(!ready() || !libc.memmove_chk)) return byte_copy(dst, src, n);
+  if (UNLIKELY(!ready() || !libc.next_memmove_chk)) return byte_copy(dst, src, n);
   count_copy(n);
-  return libc.memmove_chk(dst, src, n, dstlen);
+  return libc.next_memmove_chk(dst, src, n, dstlen);
 }
 
 EXPORT void* shim_mempcpy_chk(void* dst, const void* src, size_t n, size_t dstlen) {
-  if (UNLIKELY(!ready() || !libc.mempcpy_chk)) {
+  if (UNLIKELY(!ready() || !libc.next_mempcpy_chk)) {
     return static_cast<unsigned char*>(byte_copy(dst, src, n)) + n;
   }
   count_copy(n);
-  return libc.mempcpy_chk(dst, src, n, dstlen);
+  return libc.next_mempcpy_chk(dst, src, n, dstlen);
 }
 
 EXPORT wchar_t* wmemcpy(wchar_t* dst, const wchar_t* src, size_t n) __THROW {
   if (UNLIKELY(!ready())) return static_cast<wchar_t*>(byte_copy(dst, src, n * sizeof(wchar_t)));
   count_copy(n * sizeof(wchar_t));
-  return libc.wmemcpy(dst, src, n);
+  return libc.next_wmemcpy(dst, src, n);
 }
 
 EXPORT wchar_t* shim_wmemcpy_chk(wchar_t* dst, const wchar_t* src, size_t n, size_t dstlen) {
-  if (UNLIKELY(!ready() || !libc.wmemcpy_chk)) {
+  if (UNLIKELY(!ready() || !libc.next_wmemcpy_chk)) {
     return static_cast<wchar_t*>(byte_copy(dst, src, n * sizeof(wchar_t)));
   }
   count_copy(n * sizeof(wchar_t));
-  return libc.wmemcpy_chk(dst, src, n, dstlen);
+  return libc.next_wmemcpy_chk(dst, src, n, dstlen);
 }

@@ -107,14 +107,14 @@ int asan_up = 0;  // set once ASan (a dependency, so initialised first) and the 
 // The shim's allocator calls go to ASan's allocator (blocks from before: back to glibc).
 __attribute__((constructor(65535))) void mark_asan_up() {
   resolve_libc();  // the copy functions; then the allocator, replaced
-  libc.malloc = __interceptor_malloc;
-  libc.free = asan_free;
-  libc.calloc = __interceptor_calloc;
-  libc.realloc = asan_realloc;
-  libc.memalign = __interceptor_memalign;
-  libc.valloc = __interceptor_valloc;
-  libc.pvalloc = __interceptor_pvalloc;
-  libc.usable = asan_usable_size;
+  libc.next_malloc = __interceptor_malloc;
+  libc.next_free = asan_free;
+  libc.next_calloc = __interceptor_calloc;
+  libc.next_realloc = asan_realloc;
+  libc.next_memalign = __interceptor_memalign;
+  libc.next_valloc = __interceptor_valloc;
+  libc.next_pvalloc = __interceptor_pvalloc;
+  libc.next_usable = asan_usable_size;
   asan_up = 1;
 }
 
