@@ -22,6 +22,7 @@ copy_mb and copy_mb_s (over the test's time), timeline, leaks.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -81,6 +82,7 @@ class MemorySampler:
         # theirs: stacks captured without the GIL come as addresses and are matched here.
         self._codes: dict[int, CodeType] = {}
         self._scanned = False
+        self._resident = _Resident()
         self._reset()
         # For the whole session: memory Python's arenas took before the hooks is not counted
         # when it is given back, so the earlier they are in, the truer the footprint.
@@ -105,6 +107,7 @@ class MemorySampler:
         self._dropped = 0
         self._grown = 0  # the test's totals, lines or not
         self._copied = 0
+        self._rss_lines: dict[LineKey, int] = {}  # resident growth seen at CPU samples
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start_test(self, profile: TestProfile) -> None:
@@ -122,6 +125,7 @@ class MemorySampler:
         _siginterrupt(signum, False)
         self._dropped = self.native.dropped()
         self._start_footprint = self.native.footprint()
+        self._resident.start()
         self._start_ns = time.monotonic_ns()
         self.native.arm(self.threshold, self.leak_step, self.copy_step, signum)
         self._active = True
@@ -141,6 +145,17 @@ class MemorySampler:
             dropped = self.native.dropped() - self._dropped
             if dropped:
                 self.note(f"{dropped} memory samples were lost (out of memory for the buffer)")
+
+    def on_cpu_sample(
+        self, profile: TestProfile, frame: FrameType | None, key: LineKey | None, cpu_s: float
+    ) -> None:
+        """At each CPU sample: the resident growth since the last one goes to the main thread's
+        line (page faults take CPU time, so the line that touches memory is sampled)."""
+        if not self._active:
+            return
+        grown = self._resident.step()
+        if key is not None and grown > 0:
+            self._rss_lines[key] = self._rss_lines.get(key, 0) + grown
 
     # -- samples -----------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -279,6 +294,9 @@ class MemorySampler:
         profile.extra["alloc_mb"] = max(0.0, self._grown / MB)
         profile.extra["copy_mb"] = self._copied / MB
         profile.extra["copy_mb_s"] = self._copied / MB / elapsed_s if elapsed_s > 0 else 0.0
+        resident = self._resident.peak_growth()
+        if resident is not None:
+            profile.extra["rss_mb"] = max(0.0, resident / MB)
         profile.extra["timeline"] = timeline.reduce(self._points)
         evidence = []
         for key, line in self._lines.items():
@@ -303,6 +321,11 @@ class MemorySampler:
                 extra["leak_probability"] = found.probability
                 extra["leak_rate_mb_s"] = leaks.rate_mb_s(found.grown_mb, elapsed_s)
                 evidence.append(found)
+        if resident is not None:
+            for key, grown in self._rss_lines.items():
+                stats = profile.lines.get(key)
+                if stats is not None:
+                    stats.extra["rss_mb"] = grown / MB
         for stats in profile.lines.values():  # lines with CPU samples only: nothing sampled
             for name in (
                 "peak_mb",
@@ -311,10 +334,70 @@ class MemorySampler:
                 "python_alloc_fraction",
                 "copy_mb",
                 "copy_mb_s",
+                *(("rss_mb",) if resident is not None else ()),
             ):
                 stats.extra.setdefault(name, 0.0)
         grew = leaks.footprint_grew(start_fp, end_fp)
         profile.extra["leaks"] = leaks.report(evidence, grew, elapsed_s)
+
+
+class _Resident:
+    """The process's resident set (RSS) from /proc: its peak growth over a test, exactly, from
+    the kernel's high-water mark (VmHWM, reset per test through /proc/self/clear_refs), and its
+    changes between CPU samples. Absent (None) where /proc cannot tell."""
+
+    def __init__(self) -> None:
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self._statm: int | None = None
+        self._pid = 0
+        self._base: int | None = None
+        self._last = 0
+        self._peak = 0
+        self._hwm_reset = False
+
+    def _now(self) -> int | None:
+        try:
+            if self._statm is None or self._pid != os.getpid():  # a fork child: its own file
+                self._statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+                self._pid = os.getpid()
+            return int(os.pread(self._statm, 128, 0).split()[1]) * self._page
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def start(self) -> None:
+        try:  # "5": reset the peak resident size to the current one (Linux >= 4.0)
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self._hwm_reset = True
+        except OSError:
+            self._hwm_reset = False
+        self._base = self._now()
+        self._last = self._peak = self._base or 0
+
+    def step(self) -> int:
+        """Resident bytes gained (or lost: negative) since the last call."""
+        now = self._now()
+        if now is None:
+            return 0
+        grown, self._last = now - self._last, now
+        self._peak = max(self._peak, now)
+        return grown
+
+    def peak_growth(self) -> int | None:
+        if self._base is None:
+            return None
+        self.step()
+        peak = self._peak
+        if self._hwm_reset:
+            try:
+                with open("/proc/self/status") as f:
+                    for row in f:
+                        if row.startswith("VmHWM:"):
+                            peak = max(peak, int(row.split()[1]) * 1024)
+                            break
+            except (OSError, ValueError, IndexError):
+                pass
+        return peak - self._base
 
 
 def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> None:
@@ -336,4 +419,5 @@ def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> 
         )
     sampler = MemorySampler(profiler.scope, options.memory_threshold, profiler.note)
     profiler.collectors.append(sampler)
+    profiler.listeners.append(sampler)  # resident growth per line, at the CPU samples
     add_cleanup(sampler.close)
