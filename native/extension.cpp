@@ -9,6 +9,9 @@
 
 namespace py = pybind11;
 
+extern "C" int pytest_scalene_walk_frames(PyThreadState* tstate, uint64_t* codes, int32_t* lines,
+                                          int max);
+
 namespace {
 
 ShimApi* find_shim() {
@@ -24,38 +27,28 @@ ShimApi* shim() {
   return api;
 }
 
-// Which of Python's allocations count as Python's. With pymalloc (the default), small objects
-// live in arenas that pymalloc maps itself: the arena allocator is wrapped, and everything else
-// Python allocates (large objects, interpreter state) goes through the RAW domain, wrapped too,
-// so small objects cost nothing extra. Under PYTHONMALLOC=malloc the MEM and OBJ domains call
-// malloc directly: they are wrapped as well then.
+// Which of Python's allocations count as Python's: those that entered the object or the mem
+// domain (PyObject_Malloc, PyMem_Malloc: what Python's objects and their buffers use, with the
+// GIL held), and pymalloc's arenas (mapped without malloc). The RAW domain is not Python's:
+// PyMem_RawMalloc may be called by anyone, without the GIL, and numpy >= 2.5 allocates array
+// data there. Large objects that pymalloc passes on to the RAW domain count as Python's because
+// the flag set on entering the object domain is still set.
 struct Hook {
   PyMemAllocatorDomain domain;
   ShimAllocator previous;
   PyMemAllocatorEx ours;
   bool installed;
 };
-Hook hooks[] = {{PYMEM_DOMAIN_RAW, {}, {}, false},
-                {PYMEM_DOMAIN_MEM, {}, {}, false},
-                {PYMEM_DOMAIN_OBJ, {}, {}, false}};
+Hook hooks[] = {{PYMEM_DOMAIN_MEM, {}, {}, false}, {PYMEM_DOMAIN_OBJ, {}, {}, false}};
 ShimArenaAllocator previous_arena;
 PyObjectArenaAllocator our_arena;
 bool arena_installed = false;
 int install_count = 0;
 
-bool calls_malloc_directly(PyMemAllocatorDomain domain) {
-  PyMemAllocatorEx raw, current;
-  PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &raw);
-  PyMem_GetAllocator(domain, &current);
-  return current.malloc == raw.malloc;  // PYTHONMALLOC=malloc: both are the libc wrappers
-}
-
 void install_python_hooks() {
   ShimApi* api = shim();
   if (install_count++ > 0) return;
-  bool wrap_objects = calls_malloc_directly(PYMEM_DOMAIN_OBJ);
   for (Hook& hook : hooks) {
-    if (hook.domain != PYMEM_DOMAIN_RAW && !wrap_objects) continue;
     PyMemAllocatorEx current;
     PyMem_GetAllocator(hook.domain, &current);
     hook.previous = {current.ctx, current.malloc, current.calloc, current.realloc, current.free};
@@ -105,6 +98,21 @@ bool uninstall_python_hooks() {
   return all;
 }
 
+// The shim calls this in the sampling thread, inside the allocator: it records that thread's
+// Python stack (code objects and lines, innermost first) without allocating. With the GIL held,
+// it takes references, so the code objects outlive the frames until the samples are drained;
+// without it (native code that released the GIL), only the addresses: Python matches them with
+// code objects it holds when draining.
+void capture_where(ShimWhere* where) {
+  PyThreadState* tstate = PyGILState_GetThisThreadState();
+  if (tstate == nullptr) return;  // a thread Python does not know (a BLAS pool)
+  where->depth = pytest_scalene_walk_frames(tstate, where->code, where->line, SHIM_WHERE_DEPTH);
+  if (where->depth > 0 && PyGILState_Check()) {
+    for (int i = 0; i < where->depth; i++) Py_INCREF(reinterpret_cast<PyObject*>(where->code[i]));
+    where->owned = 1;
+  }
+}
+
 void arm(int64_t threshold, int64_t leak_step, int64_t copy_step, int signum) {
   if (threshold < 1 || leak_step < 1 || copy_step < 1) {
     throw std::invalid_argument("threshold, leak_step and copy_step must be >= 1");
@@ -115,6 +123,7 @@ void arm(int64_t threshold, int64_t leak_step, int64_t copy_step, int signum) {
     if (sigaction(signum, nullptr, &current) != 0) throw std::invalid_argument("bad signal");
     handler = reinterpret_cast<void*>(current.sa_handler);
   }
+  shim()->set_capture(capture_where);
   shim()->arm(threshold, leak_step, copy_step, signum, handler);
 }
 
@@ -124,8 +133,18 @@ py::list take_samples() {
   py::list out;
   for (size_t i = 0; i < count; i++) {
     const ShimSample& s = samples[i];
+    py::tuple stack(s.where.depth);
+    for (int j = 0; j < s.where.depth; j++) {
+      py::object code;
+      if (s.where.owned) {  // steal the reference taken at capture
+        code = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(s.where.code[j]));
+      } else {
+        code = py::int_(s.where.code[j]);
+      }
+      stack[j] = py::make_tuple(code, s.where.line[j]);
+    }
     out.append(py::make_tuple(s.kind, s.tracked_id, s.footprint, s.alloc_bytes, s.free_bytes,
-                              s.python_bytes, s.copy_bytes, s.time_ns, s.thread));
+                              s.python_bytes, s.copy_bytes, s.time_ns, s.thread, stack));
   }
   shim()->release_samples(samples);
   return out;
@@ -140,6 +159,7 @@ PYBIND11_MODULE(_native, m) {
   m.attr("GROW") = static_cast<int>(SHIM_GROW);
   m.attr("SHRINK") = static_cast<int>(SHIM_SHRINK);
   m.attr("COPY") = static_cast<int>(SHIM_COPY);
+  m.attr("WHERE_DEPTH") = static_cast<int>(SHIM_WHERE_DEPTH);
   m.def("arm", &arm, py::arg("threshold"), py::arg("leak_step"), py::arg("copy_step"),
         py::arg("signum"),
         "Start sampling; samples raise `signum` (whose current handler must stay installed).");
@@ -147,15 +167,16 @@ PYBIND11_MODULE(_native, m) {
   m.def("armed", []() { return shim()->armed() != 0; });
   m.def("take_samples", &take_samples,
         "Pending samples: (kind, tracked_id, footprint, alloc_bytes, free_bytes, python_bytes, "
-        "copy_bytes, time_ns, thread) tuples.");
+        "copy_bytes, time_ns, thread, stack) tuples; stack: ((code, line), ...) innermost first, "
+        "code a code object, or its address (int) when taken without the GIL.");
   m.def("footprint", []() { return shim()->footprint(); }, "Live malloc'd bytes now.");
   m.def("peak", []() { return shim()->peak(); }, "Highest footprint since arm().");
   m.def("leak_freed", [](int32_t id) { return shim()->leak_freed(id) != 0; },
         "Whether the tracked allocation `id` has been freed.");
   m.def("dropped", []() { return shim()->dropped(); }, "Samples lost (buffer could not grow).");
   m.def("install_python_hooks", &install_python_hooks,
-        "Wrap Python's allocators (RAW domain, object arenas; MEM and OBJ under "
-        "PYTHONMALLOC=malloc) so that their bytes count as Python's. Counted: call "
+        "Wrap Python's allocators (the MEM and OBJ domains, object arenas) so that their "
+        "bytes count as Python's (the RAW domain is native's). Counted: call "
         "uninstall_python_hooks as many times.");
   m.def("uninstall_python_hooks", &uninstall_python_hooks,
         "Unwrap them; False when another allocator sits on top (ours stays as a pass-through).");

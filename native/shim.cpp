@@ -1,7 +1,10 @@
 // The allocator shim, preloaded with LD_PRELOAD. It knows nothing of Python.
 //
-// - malloc & co. forward to glibc's exported __libc_* entry points (no dlsym bootstrap) and
-//   count every block's malloc_usable_size: footprint = bytes allocated - bytes freed, exact
+// - malloc & co. forward to the next definition after the shim (dlsym(RTLD_NEXT)): glibc's, or
+//   the allocator the user preloaded after it (jemalloc, tcmalloc, mimalloc), which then serves
+//   every block, as it would unprofiled. Each block is counted with that same allocator's
+//   malloc_usable_size; no allocator function is ever called unqualified (a name bound in the
+//   global scope could be another allocator's, handed blocks it does not own): footprint = bytes allocated - bytes freed, exact
 //   and symmetric because the same size function is used both ways. Counting runs from process
 //   start so that frees of blocks allocated before arming keep the footprint right.
 // - Nothing is sampled until the extension arms the shim. Then, when the footprint moves by a
@@ -13,8 +16,8 @@
 // - memcpy/memmove count bytes per thread; every copy_step bytes make a copy sample.
 // - A thread-local guard keeps the rare sampling path from re-entering itself.
 // Hot paths (malloc, free, memcpy) take no lock and make no system call.
-// malloc_usable_size is not interposed: blocks are glibc's own, without added headers, so
-// glibc's malloc_usable_size is already right for them.
+// Allocations made while the next functions are being looked up (dlsym may allocate) come from
+// a small static buffer, never freed.
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include <atomic>
 
@@ -34,16 +38,6 @@
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-extern "C" {
-void* __libc_malloc(size_t);
-void __libc_free(void*);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-void* __libc_valloc(size_t);
-void* __libc_pvalloc(size_t);
-}
-
 namespace {
 
 constexpr int64_t kNever = INT64_MAX;
@@ -52,7 +46,7 @@ constexpr auto relaxed = std::memory_order_relaxed;
 struct ThreadState {
   int guard;          // inside the sampling path
   int python;         // inside Python's allocator (set by the python_* wrappers)
-  int resolving;      // looking up the real memcpy/memmove
+  int resolving;      // looking up the next allocator and copy functions
   uint32_t copy_epoch;
   int64_t copied;     // bytes copied since this thread's last copy sample
 };
@@ -78,6 +72,7 @@ std::atomic<int> g_in_flight{0};  // threads between the armed check and their r
 std::atomic<int> g_tracked{0};    // live tracked allocations (free() looks only when > 0)
 std::atomic<uint32_t> g_epoch{0};
 std::atomic<int64_t> g_dropped{0};
+std::atomic<void (*)(ShimWhere*)> g_capture{nullptr};
 std::atomic<int> g_signum{0};
 std::atomic<void*> g_handler{nullptr};
 int64_t g_leak_step = kNever;
@@ -87,20 +82,49 @@ size_t g_len = 0, g_cap = 0;
 
 // Leak tracking: the allocations that set high-water marks, in a fixed table of groups of four
 // slots (one cache line). free() hashes once and compares four pointers, only while non-empty.
+// A slot holds the pointer and its id in one word (pointer << 16 | id), so that the thread whose
+// compare-and-swap empties it gets the id it emptied, never that of a later occupant.
 constexpr int kSlots = 1024;
 constexpr int kGroup = 4;
-constexpr int32_t kMaxTracked = 1 << 16;
+constexpr int kIdBits = 16;
+constexpr int32_t kMaxTracked = 1 << kIdBits;
+constexpr uintptr_t kMaxTrackedPointer = uintptr_t{1} << (64 - kIdBits);
 struct Slot {
-  std::atomic<uintptr_t> ptr;
-  int32_t id;
+  std::atomic<uint64_t> entry;  // 0: empty
 };
 alignas(64) Slot g_slots[kSlots];
 std::atomic<uint8_t> g_freed_flags[kMaxTracked];
-int32_t g_next_id = 0;
+int32_t g_next_id = 0;                // under the lock
+std::atomic<int> g_untracking{0};     // frees between emptying a slot and flagging its id
 
 using CopyFn = void* (*)(void*, const void*, size_t);
-std::atomic<CopyFn> g_memcpy{nullptr};
-std::atomic<CopyFn> g_memmove{nullptr};
+using CheckedCopyFn = void* (*)(void*, const void*, size_t, size_t);
+using WideCopyFn = wchar_t* (*)(wchar_t*, const wchar_t*, size_t);
+using CheckedWideCopyFn = wchar_t* (*)(wchar_t*, const wchar_t*, size_t, size_t);
+
+// The next allocator's and copy functions, looked up explicitly (see the top of the file).
+struct Libc {
+  void* (*next_malloc)(size_t);
+  void (*next_free)(void*);
+  void* (*next_calloc)(size_t, size_t);
+  void* (*next_realloc)(void*, size_t);
+  void* (*next_memalign)(size_t, size_t);
+  void* (*next_valloc)(size_t);
+  void* (*next_pvalloc)(size_t);
+  size_t (*next_usable)(void*);
+  CopyFn next_memcpy, next_memmove, next_mempcpy;
+  CheckedCopyFn next_memcpy_chk, next_memmove_chk, next_mempcpy_chk;
+  WideCopyFn next_wmemcpy;
+  CheckedWideCopyFn next_wmemcpy_chk;
+};
+Libc libc;
+std::atomic<int> g_libc_ready{0};
+
+// Allocations made while looking them up (dlsym may allocate): a bump buffer, with the
+// size in a 16-byte header; never freed, never counted.
+constexpr size_t kBootBytes = 1 << 16;
+alignas(16) unsigned char g_boot[kBootBytes];
+std::atomic<size_t> g_boot_used{0};
 
 void lock() {
   while (g_lock.exchange(1, std::memory_order_acquire)) {
@@ -114,40 +138,57 @@ inline Slot* group_of(const void* p) {
   return &g_slots[(h >> 54) & (kSlots - kGroup)];  // top 10 bits, aligned to a group
 }
 
+inline uint64_t pointer_of(uint64_t entry) { return entry >> kIdBits; }
+
 void untrack(const void* p) {
   Slot* group = group_of(p);
-  uintptr_t want = reinterpret_cast<uintptr_t>(p);
+  uint64_t want = reinterpret_cast<uintptr_t>(p);
   for (int i = 0; i < kGroup; i++) {
-    uintptr_t seen = want;
-    if (group[i].ptr.load(relaxed) == want &&
-        group[i].ptr.compare_exchange_strong(seen, 0, std::memory_order_acq_rel)) {
-      g_freed_flags[group[i].id].store(1, relaxed);
+    uint64_t seen = group[i].entry.load(relaxed);
+    if (seen == 0 || pointer_of(seen) != want) continue;
+    // Counted before the swap, so that a re-arm (clear_tracked) waits for the flag below: the
+    // id could otherwise be handed out again and flagged freed by this late free.
+    g_untracking.fetch_add(1, std::memory_order_seq_cst);
+    if (group[i].entry.compare_exchange_strong(seen, 0, std::memory_order_seq_cst)) {
+      g_freed_flags[seen & (kMaxTracked - 1)].store(1, relaxed);
       g_tracked.fetch_sub(1, relaxed);
+      g_untracking.fetch_sub(1, std::memory_order_seq_cst);
       return;
     }
+    g_untracking.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
 // Under the lock. Returns the id, or -1 when the table has no room for `p`.
 int32_t track(void* p) {
-  if (g_next_id >= kMaxTracked) return -1;
+  uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  if (g_next_id >= kMaxTracked || address >= kMaxTrackedPointer) return -1;
   Slot* group = group_of(p);
   for (int i = 0; i < kGroup; i++) {
-    if (group[i].ptr.load(relaxed) == 0) {
+    if (group[i].entry.load(relaxed) == 0) {  // only track() fills slots, under the lock
       int32_t id = g_next_id++;
       g_freed_flags[id].store(0, relaxed);
-      group[i].id = id;
-      group[i].ptr.store(reinterpret_cast<uintptr_t>(p), std::memory_order_release);
+      // Counted before it can be seen: an untrack of it then never takes the count below 0.
       g_tracked.fetch_add(1, relaxed);
+      group[i].entry.store((uint64_t{address} << kIdBits) | static_cast<uint64_t>(id),
+                           std::memory_order_seq_cst);
       return id;
     }
   }
   return -1;
 }
 
+// Under the lock. Each entry is taken out once, by this or by a free, and counted down once.
 void clear_tracked() {
-  for (auto& slot : g_slots) slot.ptr.store(0, relaxed);
-  g_tracked.store(0, relaxed);
+  int cleared = 0;
+  for (auto& slot : g_slots) {
+    if (slot.entry.load(relaxed) != 0 && slot.entry.exchange(0, std::memory_order_seq_cst) != 0) {
+      cleared++;
+    }
+  }
+  g_tracked.fetch_sub(cleared, relaxed);
+  // A free that emptied a slot before the exchanges may not have flagged its id yet.
+  while (g_untracking.load(std::memory_order_seq_cst) != 0) sched_yield();
   g_next_id = 0;
 }
 
@@ -161,7 +202,7 @@ uint64_t now_ns() {
 bool push(const ShimSample& sample) {
   if (g_len == g_cap) {
     size_t cap = g_cap ? g_cap * 2 : 256;
-    void* grown = __libc_realloc(g_buf, cap * sizeof(ShimSample));
+    void* grown = libc.next_realloc(g_buf, cap * sizeof(ShimSample));
     if (!grown) {
       g_dropped.fetch_add(1, relaxed);
       return false;
@@ -203,9 +244,18 @@ void leave_rare(bool emitted) {
   tls.guard = 0;
 }
 
+// The Python line is taken here, in the sampling thread, before anything else can run: a
+// signal handler would only run at the main thread's next bytecode boundary, on another line.
+void capture_where(ShimWhere* where) {
+  where->depth = 0;
+  where->owned = 0;
+  auto capture = g_capture.load(std::memory_order_acquire);
+  if (capture) capture(where);
+}
+
 ShimSample base_sample(int32_t kind, int64_t footprint) {
   ShimSample s;
-  memset(&s, 0, sizeof s);
+  memset(&s, 0, offsetof(ShimSample, where));
   s.kind = kind;
   s.tracked_id = -1;
   s.footprint = footprint;
@@ -238,7 +288,8 @@ __attribute__((noinline)) void sample_footprint(void* p) {
     s.alloc_bytes = allocated - g_last_allocated;
     s.free_bytes = freed - g_last_freed;
     s.python_bytes = python - g_last_python;
-    push(s);
+    capture_where(&s.where);  // under the lock: it neither allocates nor blocks
+    push(s);  // a lost sample keeps its code references: a negligible leak, counted in dropped
     g_last_allocated = allocated;
     g_last_freed = freed;
     g_last_python = python;
@@ -263,6 +314,7 @@ __attribute__((noinline)) void sample_copy(size_t n) {
   tls.copied -= charged;
   ShimSample s = base_sample(SHIM_COPY, g.allocated.load(relaxed) - g.freed.load(relaxed));
   s.copy_bytes = charged;
+  capture_where(&s.where);
   lock();
   push(s);
   unlock();
@@ -275,7 +327,10 @@ inline void count_alloc_sized(void* p, int64_t size) {
   if (tls.python) g.python.fetch_add(size, relaxed);
   if (LIKELY(!g.armed.load(relaxed))) return;
   int64_t footprint = allocated - g.freed.load(relaxed);
-  if (footprint > g.peak.load(relaxed)) g.peak.store(footprint, relaxed);
+  int64_t peak = g.peak.load(relaxed);
+  while (UNLIKELY(footprint > peak) &&  // a max, not a last-writer-wins store
+         !g.peak.compare_exchange_weak(peak, footprint, relaxed)) {
+  }
   if (UNLIKELY(footprint - g.last_footprint.load(relaxed) >= g.threshold.load(relaxed) ||
                footprint >= g.leak_next.load(relaxed))) {
     sample_footprint(p);
@@ -283,7 +338,7 @@ inline void count_alloc_sized(void* p, int64_t size) {
 }
 
 inline void count_alloc(void* p) {
-  if (LIKELY(p != nullptr)) count_alloc_sized(p, static_cast<int64_t>(malloc_usable_size(p)));
+  if (LIKELY(p != nullptr)) count_alloc_sized(p, static_cast<int64_t>(libc.next_usable(p)));
 }
 
 // Before the block goes back to its allocator (its address may be reused at once).
@@ -293,7 +348,7 @@ inline void forget(void* p) {
 
 inline int64_t before_free(void* p) {
   forget(p);
-  return static_cast<int64_t>(malloc_usable_size(p));
+  return static_cast<int64_t>(libc.next_usable(p));
 }
 
 inline void count_free(int64_t size) {
@@ -310,7 +365,7 @@ inline void count_copy(size_t n) {
   if (UNLIKELY(tls.copied >= g.copy_step.load(relaxed))) sample_copy(n);
 }
 
-// Used while dlsym looks up the real functions (dlsym may itself copy).
+// Used before the copy functions are known (dlsym may itself copy).
 void* byte_copy(void* dst, const void* src, size_t n) {
   volatile unsigned char* d = static_cast<unsigned char*>(dst);
   const volatile unsigned char* s = static_cast<const unsigned char*>(src);
@@ -322,19 +377,67 @@ void* byte_copy(void* dst, const void* src, size_t n) {
   return dst;
 }
 
-__attribute__((noinline)) CopyFn resolve_slow(std::atomic<CopyFn>& slot, const char* name) {
-  if (tls.resolving) return byte_copy;
-  tls.resolving = 1;
-  CopyFn fn = reinterpret_cast<CopyFn>(dlsym(RTLD_NEXT, name));
-  tls.resolving = 0;
-  if (!fn) return byte_copy;
-  slot.store(fn, relaxed);
-  return fn;
+inline bool in_boot(const void* p) {
+  auto* b = static_cast<const unsigned char*>(p);
+  return UNLIKELY(b >= g_boot && b < g_boot + kBootBytes);
 }
 
-inline CopyFn resolve(std::atomic<CopyFn>& slot, const char* name) {
-  CopyFn fn = slot.load(relaxed);
-  return LIKELY(fn != nullptr) ? fn : resolve_slow(slot, name);
+void* boot_alloc(size_t size) {
+  size_t need = 16 + ((size + 15) & ~static_cast<size_t>(15));
+  size_t at = g_boot_used.fetch_add(need, relaxed);
+  if (at + need > kBootBytes) return nullptr;
+  *reinterpret_cast<size_t*>(g_boot + at) = size;
+  return g_boot + at + 16;  // zero already: the buffer is static and never reused
+}
+
+size_t boot_size(const void* p) {
+  return *reinterpret_cast<const size_t*>(static_cast<const unsigned char*>(p) - 16);
+}
+
+template <typename Fn>
+void find(void* handle, Fn& slot, const char* name) {
+  slot = reinterpret_cast<Fn>(dlsym(handle, name));
+}
+
+// Looks the next definitions up. False while a lookup is under way in this thread (the caller
+// then uses the boot buffer or byte_copy).
+__attribute__((noinline)) bool resolve_libc() {
+  if (g_libc_ready.load(std::memory_order_acquire)) return true;
+  if (tls.resolving) return false;
+  tls.resolving = 1;
+  void* h = RTLD_NEXT;
+  Libc found;
+  memset(&found, 0, sizeof found);
+  find(h, found.next_malloc, "malloc");
+  find(h, found.next_free, "free");
+  find(h, found.next_calloc, "calloc");
+  find(h, found.next_realloc, "realloc");
+  find(h, found.next_memalign, "memalign");
+  find(h, found.next_valloc, "valloc");
+  find(h, found.next_pvalloc, "pvalloc");
+  find(h, found.next_usable, "malloc_usable_size");
+  find(h, found.next_memcpy, "memcpy");
+  find(h, found.next_memmove, "memmove");
+  find(h, found.next_mempcpy, "mempcpy");
+  find(h, found.next_memcpy_chk, "__memcpy_chk");
+  find(h, found.next_memmove_chk, "__memmove_chk");
+  find(h, found.next_mempcpy_chk, "__mempcpy_chk");
+  find(h, found.next_wmemcpy, "wmemcpy");
+  find(h, found.next_wmemcpy_chk, "__wmemcpy_chk");
+  if (!found.next_malloc || !found.next_free || !found.next_calloc || !found.next_realloc || !found.next_memalign ||
+      !found.next_valloc || !found.next_pvalloc || !found.next_usable || !found.next_memcpy || !found.next_memmove) {
+    static const char msg[] = "pytest-scalene shim: the next allocator was not found; aborting\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    abort();  // the plugin only preloads the shim under glibc, which has them all
+  }
+  libc = found;  // still resolving: a memcpy the compiler makes of this copies bytewise
+  g_libc_ready.store(1, std::memory_order_release);
+  tls.resolving = 0;
+  return true;
+}
+
+inline bool ready() {
+  return LIKELY(g_libc_ready.load(std::memory_order_acquire)) || resolve_libc();
 }
 
 void after_fork_in_child() {
@@ -349,13 +452,14 @@ void after_fork_in_child() {
   g_in_flight.store(0, relaxed);
   g_buf = nullptr;
   g_len = g_cap = 0;
+  g_untracking.store(0, relaxed);  // frees of other threads, which do not exist here
   clear_tracked();
+  g_tracked.store(0, relaxed);
   tls.guard = 0;
 }
 
 __attribute__((constructor)) void shim_init() {
-  resolve(g_memcpy, "memcpy");
-  resolve(g_memmove, "memmove");
+  resolve_libc();
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
 }
 
@@ -393,6 +497,10 @@ void api_disarm() {
 
 int api_armed() { return g.armed.load(relaxed); }
 
+void api_set_capture(void (*capture)(ShimWhere*)) {
+  g_capture.store(capture, std::memory_order_release);
+}
+
 ShimSample* api_take_samples(size_t* count) {
   lock();
   ShimSample* samples = g_buf;
@@ -403,7 +511,7 @@ ShimSample* api_take_samples(size_t* count) {
   return samples;
 }
 
-void api_release_samples(ShimSample* samples) { __libc_free(samples); }
+void api_release_samples(ShimSample* samples) { libc.next_free(samples); }
 int64_t api_footprint() { return g.allocated.load(relaxed) - g.freed.load(relaxed); }
 int64_t api_peak() { return g.peak.load(relaxed); }
 int64_t api_dropped() { return g_dropped.load(relaxed); }
@@ -471,6 +579,7 @@ ShimApi g_api = {
     api_take_samples,        api_release_samples, api_footprint, api_peak,
     api_leak_freed,          api_dropped,    python_malloc,  python_calloc,
     python_realloc,          python_free,    python_arena_alloc, python_arena_free,
+    api_set_capture,
 };
 
 }  // namespace
@@ -479,28 +588,39 @@ EXPORT ShimApi* pytest_scalene_shim_api() { return &g_api; }
 
 // -- the interposed functions -----------------------------------------------------------------
 EXPORT void* malloc(size_t size) __THROW {
-  void* p = __libc_malloc(size);
+  if (UNLIKELY(!ready())) return boot_alloc(size);
+  void* p = libc.next_malloc(size);
   count_alloc(p);
   return p;
 }
 
 EXPORT void free(void* p) __THROW {
-  if (!p) return;
+  if (!p || in_boot(p)) return;
   int64_t size = before_free(p);
-  __libc_free(p);
+  libc.next_free(p);
   count_free(size);
 }
 
 EXPORT void* calloc(size_t nelem, size_t elsize) __THROW {
-  void* p = __libc_calloc(nelem, elsize);
+  if (UNLIKELY(!ready())) {
+    size_t size;
+    return __builtin_mul_overflow(nelem, elsize, &size) ? nullptr : boot_alloc(size);
+  }
+  void* p = libc.next_calloc(nelem, elsize);
   count_alloc(p);
   return p;
 }
 
 EXPORT void* realloc(void* old, size_t size) __THROW {
+  if (UNLIKELY(old && in_boot(old))) {  // out of the boot buffer, which is never freed
+    void* p = malloc(size);
+    if (p) byte_copy(p, old, boot_size(old) < size ? boot_size(old) : size);
+    return p;
+  }
+  if (UNLIKELY(!ready())) return boot_alloc(size);
   // A moved or resized block counts as freed for leak tracking (conservative).
   int64_t old_size = old ? before_free(old) : 0;
-  void* p = __libc_realloc(old, size);
+  void* p = libc.next_realloc(old, size);
   if (p || (old && size == 0)) {  // glibc's realloc(p, 0) frees p and returns NULL
     if (old) count_free(old_size);
     count_alloc(p);
@@ -517,49 +637,111 @@ EXPORT void* reallocarray(void* old, size_t nelem, size_t elsize) __THROW {
   return realloc(old, size);
 }
 
+EXPORT size_t malloc_usable_size(void* p) __THROW {
+  if (!p) return 0;
+  if (in_boot(p)) return boot_size(p);
+  return ready() ? libc.next_usable(p) : 0;
+}
+
+void* aligned(size_t alignment, size_t size) {
+  if (UNLIKELY(!ready())) return alignment <= 16 ? boot_alloc(size) : nullptr;
+  void* p = libc.next_memalign(alignment, size);
+  count_alloc(p);
+  return p;
+}
+
 EXPORT int posix_memalign(void** out, size_t alignment, size_t size) __THROW {
   if (alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0 || alignment == 0) {
     return EINVAL;
   }
   int saved_errno = errno;
-  void* p = __libc_memalign(alignment, size);
+  void* p = aligned(alignment, size);
   errno = saved_errno;
   if (!p) return ENOMEM;
-  count_alloc(p);
   *out = p;
   return 0;
 }
 
 EXPORT void* aligned_alloc(size_t alignment, size_t size) __THROW {
-  void* p = __libc_memalign(alignment, size);
-  count_alloc(p);
-  return p;
+  return aligned(alignment, size);
 }
 
-EXPORT void* memalign(size_t alignment, size_t size) __THROW {
-  void* p = __libc_memalign(alignment, size);
-  count_alloc(p);
-  return p;
-}
+EXPORT void* memalign(size_t alignment, size_t size) __THROW { return aligned(alignment, size); }
 
 EXPORT void* valloc(size_t size) __THROW {
-  void* p = __libc_valloc(size);
+  if (UNLIKELY(!ready())) return nullptr;
+  void* p = libc.next_valloc(size);
   count_alloc(p);
   return p;
 }
 
 EXPORT void* pvalloc(size_t size) __THROW {
-  void* p = __libc_pvalloc(size);
+  if (UNLIKELY(!ready())) return nullptr;
+  void* p = libc.next_pvalloc(size);
   count_alloc(p);
   return p;
 }
 
+// Copies: every variant a compiler or a FORTIFY build may call. The _chk variants check the
+// destination size themselves (glibc's, which abort on overflow as they would unprofiled).
 EXPORT void* memcpy(void* dst, const void* src, size_t n) __THROW {
+  if (UNLIKELY(!ready())) return byte_copy(dst, src, n);
   count_copy(n);
-  return resolve(g_memcpy, "memcpy")(dst, src, n);
+  return libc.next_memcpy(dst, src, n);
 }
 
 EXPORT void* memmove(void* dst, const void* src, size_t n) __THROW {
+  if (UNLIKELY(!ready())) return byte_copy(dst, src, n);
   count_copy(n);
-  return resolve(g_memmove, "memmove")(dst, src, n);
+  return libc.next_memmove(dst, src, n);
+}
+
+EXPORT void* mempcpy(void* dst, const void* src, size_t n) __THROW {
+  if (UNLIKELY(!ready())) return static_cast<unsigned char*>(byte_copy(dst, src, n)) + n;
+  count_copy(n);
+  return libc.next_mempcpy(dst, src, n);
+}
+
+// The FORTIFY names are compiler builtins: defined under other names, exported under theirs.
+#ifndef SHIM_LABEL
+#define SHIM_LABEL(name) __asm__(name)
+#endif
+extern "C" void* shim_memcpy_chk(void*, const void*, size_t, size_t) SHIM_LABEL("__memcpy_chk");
+extern "C" void* shim_memmove_chk(void*, const void*, size_t, size_t) SHIM_LABEL("__memmove_chk");
+extern "C" void* shim_mempcpy_chk(void*, const void*, size_t, size_t) SHIM_LABEL("__mempcpy_chk");
+extern "C" wchar_t* shim_wmemcpy_chk(wchar_t*, const wchar_t*, size_t, size_t) SHIM_LABEL(
+    "__wmemcpy_chk");
+
+EXPORT void* shim_memcpy_chk(void* dst, const void* src, size_t n, size_t dstlen) {
+  if (UNLIKELY(!ready() || !libc.next_memcpy_chk)) return byte_copy(dst, src, n);
+  count_copy(n);
+  return libc.next_memcpy_chk(dst, src, n, dstlen);
+}
+
+EXPORT void* shim_memmove_chk(void* dst, const void* src, size_t n, size_t dstlen) {
+  if (UNLIKELY(!ready() || !libc.next_memmove_chk)) return byte_copy(dst, src, n);
+  count_copy(n);
+  return libc.next_memmove_chk(dst, src, n, dstlen);
+}
+
+EXPORT void* shim_mempcpy_chk(void* dst, const void* src, size_t n, size_t dstlen) {
+  if (UNLIKELY(!ready() || !libc.next_mempcpy_chk)) {
+    return static_cast<unsigned char*>(byte_copy(dst, src, n)) + n;
+  }
+  count_copy(n);
+  return libc.next_mempcpy_chk(dst, src, n, dstlen);
+}
+
+EXPORT wchar_t* wmemcpy(wchar_t* dst, const wchar_t* src, size_t n) __THROW {
+  if (UNLIKELY(!ready())) return static_cast<wchar_t*>(byte_copy(dst, src, n * sizeof(wchar_t)));
+  count_copy(n * sizeof(wchar_t));
+  return libc.next_wmemcpy(dst, src, n);
+}
+
+EXPORT wchar_t* shim_wmemcpy_chk(wchar_t* dst, const wchar_t* src, size_t n, size_t dstlen) {
+  if (UNLIKELY(!ready() || !libc.next_wmemcpy_chk)) {
+    return static_cast<wchar_t*>(byte_copy(dst, src, n * sizeof(wchar_t)));
+  }
+  count_copy(n * sizeof(wchar_t));
+  return libc.next_wmemcpy_chk(dst, src, n, dstlen);
 }

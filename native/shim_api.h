@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PYTEST_SCALENE_SHIM_ABI 3
+#define PYTEST_SCALENE_SHIM_ABI 4
+#define SHIM_WHERE_DEPTH 24
 
 extern "C" {
 
@@ -15,6 +16,15 @@ enum ShimSampleKind : int32_t {
   SHIM_GROW = 1,    // the footprint grew by >= threshold (or set a new leak high-water mark)
   SHIM_SHRINK = 2,  // the footprint shrank by >= threshold
   SHIM_COPY = 3,    // the allocating thread copied >= copy_step bytes with memcpy/memmove
+};
+
+// Where the sampling thread was, filled synchronously by the capture callback (the extension
+// walks the thread's own Python frames): innermost first. The shim treats it as opaque bytes.
+struct ShimWhere {
+  int32_t depth;             // frames filled in (0: unknown, e.g. a thread Python does not know)
+  int32_t owned;             // 1: `code` holds strong references (taken with the GIL held)
+  uint64_t code[SHIM_WHERE_DEPTH];  // PyCodeObject* of each frame
+  int32_t line[SHIM_WHERE_DEPTH];   // the line each frame was executing
 };
 
 struct ShimSample {
@@ -27,6 +37,7 @@ struct ShimSample {
   int64_t copy_bytes;     // SHIM_COPY only: bytes copied (a multiple of copy_step)
   uint64_t time_ns;       // CLOCK_MONOTONIC (time.monotonic_ns())
   uint64_t thread;        // pthread_self() of the thread that allocated or copied
+  ShimWhere where;        // the sampling thread's Python stack at the moment of the sample
 };
 
 // Same layout as PyMemAllocatorEx.
@@ -72,6 +83,10 @@ struct ShimApi {
   // that never reaches malloc, counted in the footprint as Python's.
   void* (*python_arena_alloc)(void* ctx, size_t size);
   void (*python_arena_free)(void* ctx, void* ptr, size_t size);
+  // Called on the sample path (never on the fast path), in the sampling thread, before the
+  // sample is stored; nullptr: no capture. It must not allocate through the shim's sample path
+  // (the path's guard makes such allocations count without sampling).
+  void (*set_capture)(void (*capture)(ShimWhere* where));
 };
 
 }

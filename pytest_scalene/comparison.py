@@ -30,6 +30,7 @@ DEFAULT_TOLERANCE = {
     "cpu_s": 0.75,
     "peak_mb": 0.25,
     "alloc_mb": 0.25,
+    "rss_mb": 0.25,
     "copy_mb": 0.25,
     "gpu_peak_mb": 0.25,
     # Counted under callgrind: unchanged code repeats within 1e-5 (a realistic pytest test,

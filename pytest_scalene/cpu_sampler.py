@@ -40,6 +40,8 @@ from .sampling_timers import _getsignal as _real_getsignal
 from .sampling_timers import _signal as _real_signal
 from .scope import CodeScope
 
+_siginterrupt = signal.siginterrupt
+
 CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_REAL, signal.SIGALRM)}
 # A handler later than this fraction of an interval after its timer expired was held back by
 # native code. CPU-time timers are checked on the scheduler tick, so even while bytecode runs a
@@ -111,6 +113,9 @@ class CpuSampler:
         self._prompt_s = PROMPT_FRACTION * self.interval_s
         self._profile = profile
         self._previous_handler = _real_signal(self.signum, self._on_signal)
+        # Python installs handlers without SA_RESTART: a tick would make a blocking C call
+        # (read() on a pipe) fail with EINTR where it does not unprofiled.
+        _siginterrupt(self.signum, False)
         self._holds_signal = True
         try:
             timer.arm(self.interval_s)

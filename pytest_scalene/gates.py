@@ -140,6 +140,17 @@ METRICS: dict[str, Metric] = {
             _extra("alloc_mb"),
             size=True,
         ),
+        # Resident growth (RSS): what the allocations cost in RAM (untouched pages cost none).
+        # Judged on the test's total only: a line's share depends on where CPU samples land.
+        Metric(
+            "rss_mb",
+            "resident memory growth",
+            "MB",
+            "memory",
+            _extra("rss_mb"),
+            lambda s: None,
+            size=True,
+        ),
         # Copy volume is judged on the MB copied, which the shim counts and which repeat exactly;
         # the rate moves with the machine's speed and load: a budget for those who ask for it.
         Metric(

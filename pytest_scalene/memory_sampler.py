@@ -2,13 +2,15 @@
 
 The footprint is the live bytes of malloc & co. (their usable size) plus the arenas Python's
 object allocator maps for small objects; Python's share is what comes through Python's
-allocator (its arenas and its RAW domain, where larger objects go). While a test runs, the shim
+allocator (its arenas, its object and mem domains; not the raw one). While a test runs, the shim
 records a sample when the footprint has moved by the threshold since the last one, when it
 passes the next leak high-water step, and each time a thread has copied 2 x threshold bytes
-with memcpy/memmove. It then raises SIGXCPU in the allocating thread, so this handler runs at
-the main thread's next bytecode boundary: on the line that allocated, when the main thread did.
-A sample of another thread is charged to that thread's current profiled line. The buffer
-between them loses nothing; it is drained again at the end.
+with memcpy, memmove and their variants. At that moment, in the sampling thread, it records the
+thread's Python stack (code objects and lines); it then raises a free real-time signal (with
+SA_RESTART), and this handler drains the buffer at the main thread's next bytecode boundary,
+charging each sample to the innermost profiled frame of its own stack (a sample without a
+usable stack: to where its thread, or the main thread, is when drained). The buffer between
+them loses nothing; it is drained again at the end.
 
 Per line (JSON keys): peak_mb and avg_mb (footprint above the test's start at the line's
 samples), alloc_mb (net growth at its grow samples), python_alloc_fraction (Python's share of
@@ -20,7 +22,9 @@ copy_mb and copy_mb_s (over the test's time), timeline, leaks.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,17 +32,22 @@ from dataclasses import dataclass, field
 
 # Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
 from sys import _current_frames, _getframe
-from types import FrameType
+from types import CodeType, FrameType, FunctionType, MethodType
 from typing import Any
 
 from . import leaks, preload, timeline
 from .model import LineKey, TestProfile
+from .sampling_timers import _free_realtime_signal, _getsignal, _signal
 from .scope import CodeScope
 
+# Samples are signalled with a free real-time signal, chosen per test: a test's own handler
+# for any usual signal never receives them. SIGXCPU where there are none.
 SIGNAL = signal.SIGXCPU
+_siginterrupt = signal.siginterrupt
 MB = float(1 << 20)
 LEAK_STEPS_PER_THRESHOLD = 10  # leak tracking at each new high-water mark, in threshold / 10 steps
 COPY_STEP_THRESHOLDS = 2  # one copy sample per 2 x threshold bytes copied
+MAX_KNOWN_CODES = 100_000
 
 
 @dataclass
@@ -68,6 +77,12 @@ class MemorySampler:
         self._main_ident = threading.main_thread().ident
         self._active = False
         self._previous_handler: Any = None
+        self.signum: int = SIGNAL
+        # Code objects seen in captured stacks, by address, held so that their addresses stay
+        # theirs: stacks captured without the GIL come as addresses and are matched here.
+        self._codes: dict[int, CodeType] = {}
+        self._scanned = False
+        self._resident = _Resident()
         self._reset()
         # For the whole session: memory Python's arenas took before the hooks is not counted
         # when it is given back, so the earlier they are in, the truer the footprint.
@@ -92,19 +107,27 @@ class MemorySampler:
         self._dropped = 0
         self._grown = 0  # the test's totals, lines or not
         self._copied = 0
+        self._rss_lines: dict[LineKey, int] = {}  # resident growth seen at CPU samples
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start_test(self, profile: TestProfile) -> None:
         if self.native.armed():
             raise RuntimeError("the allocator shim is already armed (pytest run inside pytest?)")
-        if signal.getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
-            raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
+        signum = _free_realtime_signal()
+        if signum is None:  # no real-time signals here: SIGXCPU, when nobody holds it
+            if _getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+                raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
+            signum = SIGNAL
         self._reset()
-        self._previous_handler = signal.signal(SIGNAL, self._on_signal)
+        self.signum = signum
+        self._previous_handler = _signal(signum, self._on_signal)
+        # SA_RESTART: a sample must not make a blocking C call fail with EINTR.
+        _siginterrupt(signum, False)
         self._dropped = self.native.dropped()
         self._start_footprint = self.native.footprint()
+        self._resident.start()
         self._start_ns = time.monotonic_ns()
-        self.native.arm(self.threshold, self.leak_step, self.copy_step, SIGNAL)
+        self.native.arm(self.threshold, self.leak_step, self.copy_step, signum)
         self._active = True
 
     def stop_test(self, profile: TestProfile) -> None:
@@ -117,11 +140,22 @@ class MemorySampler:
             self._drain(_getframe(1))
             self._finish(profile, elapsed_s)
         finally:
-            if signal.getsignal(SIGNAL) == self._on_signal:
-                signal.signal(SIGNAL, self._previous_handler)
+            if _getsignal(self.signum) == self._on_signal:
+                _signal(self.signum, self._previous_handler)
             dropped = self.native.dropped() - self._dropped
             if dropped:
                 self.note(f"{dropped} memory samples were lost (out of memory for the buffer)")
+
+    def on_cpu_sample(
+        self, profile: TestProfile, frame: FrameType | None, key: LineKey | None, cpu_s: float
+    ) -> None:
+        """At each CPU sample: the resident growth since the last one goes to the main thread's
+        line (page faults take CPU time, so the line that touches memory is sampled)."""
+        if not self._active:
+            return
+        grown = self._resident.step()
+        if key is not None and grown > 0:
+            self._rss_lines[key] = self._rss_lines.get(key, 0) + grown
 
     # -- samples -----------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -139,17 +173,21 @@ class MemorySampler:
         if not samples:
             return
         frames: dict[int, FrameType] | None = None
+        self._scanned = False
         start_ns, start_fp = self._start_ns, self._start_footprint
-        for kind, tracked, footprint, allocated, freed, python, copied, t_ns, thread in samples:
-            frame = main_frame
-            if thread != self._main_ident:
-                if frames is None:
-                    frames = _current_frames()
-                    # This very frame: kept in a local, it would make a reference cycle that
-                    # keeps the test's frames (and their memory) alive until the next gc.
-                    frames.pop(self._main_ident, None)
-                frame = frames.get(thread, main_frame)  # threads Python does not know: main's
-            located = self.scope.locate(frame)
+        for sample in samples:
+            kind, tracked, footprint, allocated, freed, python, copied, t_ns, thread, stack = sample
+            if frames is None and any(isinstance(code, int) for code, _ in stack):
+                frames = self._known_frames()
+            located, whole = self._locate_stack(stack)
+            if located is None and not whole:  # no stack (a thread Python does not know),
+                # or one cut short or not matched: where the thread is now is the best guess
+                frame = main_frame
+                if thread != self._main_ident:
+                    if frames is None:
+                        frames = self._known_frames()
+                    frame = frames.get(thread, main_frame)  # threads Python does not know: main's
+                located = self.scope.locate(frame)
             line = None
             if located is not None:
                 line = self._lines.get(located[0])
@@ -176,6 +214,77 @@ class MemorySampler:
             if tracked >= 0:
                 line.tracked.append(tracked)
 
+    def _known_frames(self) -> dict[int, FrameType]:
+        """The other threads' current frames; their code objects join the known ones, so that
+        stacks captured without the GIL (addresses only) can be matched."""
+        frames = _current_frames()
+        # This very frame: kept in a local, it would make a reference cycle that keeps the
+        # test's frames (and their memory) alive until the next gc.
+        frames.pop(self._main_ident, None)
+        for frame in frames.values():
+            walk: FrameType | None = frame
+            while walk is not None:
+                self._remember(walk.f_code)
+                walk = walk.f_back
+        return frames
+
+    def _remember_profiled_modules(self) -> None:
+        """The code objects of profiled modules (functions, methods, and the code nested in
+        them: comprehensions, lambdas, inner functions): a thread that allocated without the
+        GIL may have finished before the drain, so its frames are gone."""
+        pending: list[Any] = []
+        for module in list(sys.modules.values()):
+            filename = getattr(module, "__file__", None)
+            if isinstance(filename, str) and self.scope.relative_name(filename) is not None:
+                pending.extend(vars(module).values())
+        seen: set[int] = set()
+        while pending:
+            item = pending.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, CodeType):
+                if self.scope.relative_name(item.co_filename) is not None:
+                    self._remember(item)
+                    pending.extend(c for c in item.co_consts if isinstance(c, CodeType))
+            elif isinstance(item, (staticmethod, classmethod)):
+                pending.append(item.__func__)
+            elif isinstance(item, property):
+                pending.extend((item.fget, item.fset, item.fdel))
+            elif isinstance(item, type):
+                pending.extend(vars(item).values())
+            elif isinstance(item, (FunctionType, MethodType)):
+                pending.append(item.__code__)
+
+    def _remember(self, code: CodeType) -> None:
+        if len(self._codes) < MAX_KNOWN_CODES:
+            self._codes.setdefault(id(code), code)
+
+    def _locate_stack(
+        self, stack: tuple[tuple[Any, int], ...]
+    ) -> tuple[tuple[LineKey, int] | None, bool]:
+        """The innermost profiled frame of a stack the shim captured in the sampling thread,
+        and whether the whole stack was seen (then no profiled frame means none was running)."""
+        whole = 0 < len(stack) < self.native.WHERE_DEPTH
+        for code, lineno in stack:
+            if isinstance(code, int):  # captured without the GIL: an address only
+                # Only a code object held here can be named: an address alone may be reused.
+                address = code
+                code = self._codes.get(address)
+                if code is None and not self._scanned:
+                    self._scanned = True  # once per drain: a miss costs a walk of the modules
+                    self._remember_profiled_modules()
+                    code = self._codes.get(address)
+                if code is None:
+                    whole = False
+                    continue
+            else:
+                self._remember(code)
+            found = self.scope.locate_code(code, lineno)
+            if found is not None:
+                return found, True
+        return None, whole
+
     # -- results -----------------------------------------------------------------------------
     def _finish(self, profile: TestProfile, elapsed_s: float) -> None:
         native = self.native
@@ -185,6 +294,9 @@ class MemorySampler:
         profile.extra["alloc_mb"] = max(0.0, self._grown / MB)
         profile.extra["copy_mb"] = self._copied / MB
         profile.extra["copy_mb_s"] = self._copied / MB / elapsed_s if elapsed_s > 0 else 0.0
+        resident = self._resident.peak_growth()
+        if resident is not None:
+            profile.extra["rss_mb"] = max(0.0, resident / MB)
         profile.extra["timeline"] = timeline.reduce(self._points)
         evidence = []
         for key, line in self._lines.items():
@@ -209,6 +321,11 @@ class MemorySampler:
                 extra["leak_probability"] = found.probability
                 extra["leak_rate_mb_s"] = leaks.rate_mb_s(found.grown_mb, elapsed_s)
                 evidence.append(found)
+        if resident is not None:
+            for key, grown in self._rss_lines.items():
+                stats = profile.lines.get(key)
+                if stats is not None:
+                    stats.extra["rss_mb"] = grown / MB
         for stats in profile.lines.values():  # lines with CPU samples only: nothing sampled
             for name in (
                 "peak_mb",
@@ -217,10 +334,70 @@ class MemorySampler:
                 "python_alloc_fraction",
                 "copy_mb",
                 "copy_mb_s",
+                *(("rss_mb",) if resident is not None else ()),
             ):
                 stats.extra.setdefault(name, 0.0)
         grew = leaks.footprint_grew(start_fp, end_fp)
         profile.extra["leaks"] = leaks.report(evidence, grew, elapsed_s)
+
+
+class _Resident:
+    """The process's resident set (RSS) from /proc: its peak growth over a test, exactly, from
+    the kernel's high-water mark (VmHWM, reset per test through /proc/self/clear_refs), and its
+    changes between CPU samples. Absent (None) where /proc cannot tell."""
+
+    def __init__(self) -> None:
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self._statm: int | None = None
+        self._pid = 0
+        self._base: int | None = None
+        self._last = 0
+        self._peak = 0
+        self._hwm_reset = False
+
+    def _now(self) -> int | None:
+        try:
+            if self._statm is None or self._pid != os.getpid():  # a fork child: its own file
+                self._statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+                self._pid = os.getpid()
+            return int(os.pread(self._statm, 128, 0).split()[1]) * self._page
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def start(self) -> None:
+        try:  # "5": reset the peak resident size to the current one (Linux >= 4.0)
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self._hwm_reset = True
+        except OSError:
+            self._hwm_reset = False
+        self._base = self._now()
+        self._last = self._peak = self._base or 0
+
+    def step(self) -> int:
+        """Resident bytes gained (or lost: negative) since the last call."""
+        now = self._now()
+        if now is None:
+            return 0
+        grown, self._last = now - self._last, now
+        self._peak = max(self._peak, now)
+        return grown
+
+    def peak_growth(self) -> int | None:
+        if self._base is None:
+            return None
+        self.step()
+        peak = self._peak
+        if self._hwm_reset:
+            try:
+                with open("/proc/self/status") as f:
+                    for row in f:
+                        if row.startswith("VmHWM:"):
+                            peak = max(peak, int(row.split()[1]) * 1024)
+                            break
+            except (OSError, ValueError, IndexError):
+                pass
+        return peak - self._base
 
 
 def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> None:
@@ -234,6 +411,13 @@ def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> 
             reason = preload.unavailable_reason() or "the allocator shim is not preloaded"
             profiler.note(f"memory, leak and copy columns are absent: {reason}")
         return
+    allocator = preload.other_allocator()
+    if allocator and options.enabled:
+        profiler.note(
+            f"memory is profiled through {allocator} (LD_PRELOAD): the shim forwards malloc & co. "
+            "to it, so sizes are its own (its size classes)"
+        )
     sampler = MemorySampler(profiler.scope, options.memory_threshold, profiler.note)
     profiler.collectors.append(sampler)
+    profiler.listeners.append(sampler)  # resident growth per line, at the CPU samples
     add_cleanup(sampler.close)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,17 @@ def shim_loaded() -> bool:
     except ImportError:
         return False
     return bool(_native.shim_loaded())
+
+
+_ALLOCATOR = re.compile(r"(jemalloc|tcmalloc|mimalloc|hoard|snmalloc|rpmalloc)", re.IGNORECASE)
+
+
+def other_allocator() -> str | None:
+    """The file name of an allocator the user preloaded (LD_PRELOAD as they set it), if any."""
+    for entry in re.split(r"[:\s]+", os.environ.get("LD_PRELOAD", "")):
+        if entry and entry != str(shim_path()) and _ALLOCATOR.search(Path(entry).name):
+            return Path(entry).name
+    return None
 
 
 def unavailable_reason() -> str | None:

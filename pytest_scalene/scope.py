@@ -92,6 +92,14 @@ class CodeScope:
             code.co_firstlineno
         )
 
+    def locate_code(self, code: CodeType, lineno: int | None) -> tuple[LineKey, int] | None:
+        """`code`'s line `lineno` when `code` is profiled, with its function's first line."""
+        name = self.relative_name(code.co_filename)
+        if name is None:
+            return None
+        line = lineno if lineno and lineno > 0 else code.co_firstlineno
+        return LineKey(name, line, _function_name(code)), code.co_firstlineno
+
 
 def _function_name(code: CodeType) -> str:
     return getattr(code, "co_qualname", code.co_name)

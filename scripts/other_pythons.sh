@@ -2,11 +2,10 @@
 # The supported Pythons other than CI's own (pyproject: requires-python >= 3.10): each gets a
 # fresh virtual environment under build/, the project built and installed there, and a
 # representative subset of the tests (the everyday suite in every mode, options and ini keys,
-# budgets, baselines, the terminal report, memory budgets through the shim, leaks, instruction
-# counts: on 3.12+ they also name the Python function that grew).
-# tests/test_memory_accuracy.py is left out here: on 3.12/3.13 pip picks numpy 2.5, whose large
-# arrays the shim charges to Python (python_alloc_fraction 1.0 where <= 0.2 is right): a known
-# bug of the memory attribution (issue 14), which runs that test on 3.11 with numpy 2.4.
+# budgets, baselines, the terminal report, memory budgets through the shim, leaks, memory
+# accuracy (on 3.12/3.13 pip picks numpy 2.5, which allocates array data through the RAW domain),
+# the line memory is charged to (the frame walk differs per version), and instruction counts
+# (on 3.12+ they also name the Python function that grew).
 # How the interpreters are found: pyenv's versions directory ($(pyenv root)/versions/X.Y.*,
 # ~/.pyenv without pyenv on PATH), else pythonX.Y on PATH. An absent one is skipped with a
 # message; it does not fail CI.
@@ -15,7 +14,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 subset=(tests/test_everyday_suite.py tests/test_ini_options.py tests/test_budgets.py
     tests/test_baseline_keep.py tests/test_terminal_report.py tests/test_memory_leaks.py
-    tests/test_options.py tests/test_instructions.py)
+    tests/test_options.py tests/test_memory_accuracy.py tests/test_memory_attribution.py
+    tests/test_instructions.py)
 root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
 status=0
 for version in "${@:-3.10 3.12 3.13}"; do

@@ -162,3 +162,55 @@ def test_no_function_bias(run_profiled, pytester):
         measured = truth[name]
         assert measured > 0.3
         assert reported(*functions) == pytest.approx(measured, rel=0.10), (name, test["lines"])
+
+
+SYSTEM_AND_MEDIUM_CALLS = """
+import json, os, time
+import numpy as np
+
+def test_system_time():
+    # Reading /dev/zero into fresh buffers: the kernel zeroes and faults in every page, so
+    # most of this is system time (os.times() is the truth).
+    start = os.times()
+    t = time.perf_counter()
+    with open("/dev/zero", "rb", buffering=0) as f:
+        while time.perf_counter() - t < 1.0:
+            f.read(32 << 20)  # READ
+    end = os.times()
+    with open("truth.json", "w") as f:
+        json.dump({"user": end.user - start.user, "system": end.system - start.system}, f)
+
+def test_medium_native_calls():
+    # Native calls of about two sampling intervals each, back to back: every handler is late,
+    # at both ends of its interval, so none of the time is Python's. An estimator that credits
+    # Python with the interval before each expiry (the naive one) reports about a quarter.
+    data = np.random.default_rng(1).random(1 << 20)
+    t = time.thread_time()
+    data.copy().sort()
+    size = int((1 << 20) * 0.02 / max(time.thread_time() - t, 1e-4))
+    data = np.random.default_rng(1).random(max(size, 1 << 14))
+    t = time.perf_counter()
+    while time.perf_counter() - t < 1.5:
+        data.copy().sort()  # SORT
+"""
+
+
+def test_system_time_and_medium_native_calls(run_profiled, pytester):
+    """Kills two mutations the split test above survives: system time dropped to 0, and the
+    two-ended delay estimator replaced by a naive one (Python = the time before each expiry)."""
+    result, profile = run_profiled(SYSTEM_AND_MEDIUM_CALLS)
+    result.assert_outcomes(passed=2)
+    truth = json.loads((pytester.path / "truth.json").read_text())
+    tests = profile["tests"]
+    path = pytester.path / "test_workload.py"
+    from conftest import line_at
+
+    read = line_at(tests["test_workload.py::test_system_time"], path, "# READ")
+    measured = truth["system"] / (truth["user"] + truth["system"])
+    assert measured >= 0.5, truth  # the workload is what it claims
+    reported = read["cpu_system_s"] / _total(read)
+    assert abs(reported - measured) <= 0.15, (reported, measured, read)
+
+    sort = line_at(tests["test_workload.py::test_medium_native_calls"], path, "# SORT")
+    assert _total(sort) >= 0.5, sort
+    assert sort["cpu_python_s"] / _total(sort) <= 0.12, sort

@@ -1,6 +1,7 @@
 """Leak detection (issue 3, Must show #3): 1 MB buffers kept in a module-level list for over a
 second are reported at the appending line after 50 MB (Scalene needed ~200 MB); the twin that
-drops its buffers is never reported in 20 runs."""
+drops its buffers is never reported in 20 runs, nor is a twin whose every tracked allocation
+(about 40, each a new high-water mark) is freed, which only counting the frees tells apart."""
 
 from __future__ import annotations
 
@@ -39,6 +40,17 @@ def test_leak():
 @pytest.mark.parametrize("run", range(20))
 def test_clean_twin(run):
     churn(keep=False)
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_growing_clean_twin(run):
+    # Each buffer is larger than the last, so each sets a new high-water mark and is tracked
+    # (about 40 of them), and each is freed: enough evidence that only the frees keep the line
+    # from being reported. The plain twin above sets about 2 marks: it could never be.
+    for size in range(1, 41):
+        buffer = bytearray(size * MB)  # GROWING
+        del buffer
+        time.sleep(0.005)
 """
 
 
@@ -49,7 +61,7 @@ def test_leak_reported_and_clean_twin_never(
 ) -> None:
     truth_file = pytester.path / "truth.json"
     monkeypatch.setenv("LEAK_TRUTH", str(truth_file))
-    tests, path = run_profiled_suite(pytester, "test_leaky", SUITE, passed=21)
+    tests, path = run_profiled_suite(pytester, "test_leaky", SUITE, passed=24)
     truth = json.loads(truth_file.read_text())
 
     leaky = tests["test_leaky.py::test_leak"]
@@ -62,10 +74,19 @@ def test_leak_reported_and_clean_twin_never(
     expected_rate = truth["mb"] / truth["seconds"]
     assert abs(leak["rate_mb_s"] - expected_rate) <= 0.25 * expected_rate, (leak, expected_rate)
 
-    twins = [t for nodeid, t in tests.items() if "clean_twin" in nodeid]
+    twins = [t for nodeid, t in tests.items() if "test_clean_twin" in nodeid]
     assert len(twins) == 20
     assert all(t["leaks"] == [] for t in twins)
     assert all(ln.get("leak_probability", 0) <= 0.95 for t in twins for ln in t["lines"])
+
+    growing = [t for nodeid, t in tests.items() if "growing_clean_twin" in nodeid]
+    assert len(growing) == 3
+    for test in growing:
+        line = line_at(test, path, "# GROWING")
+        # >= 19 tracked allocations, all freed: p = 1 - (f + 1) / (n + 2) <= 0.05; with the
+        # frees ignored it would be above 0.95.
+        assert line["leak_probability"] <= 0.1, line
+        assert test["leaks"] == []
 
 
 def test_leak_probability_is_laplace() -> None:

@@ -65,14 +65,8 @@ HIDDEN size_t asan_usable_size(void* p) {
   return p && glibc_usable_size ? glibc_usable_size(p) : 0;
 }
 
-#define __libc_malloc __interceptor_malloc
-#define __libc_free asan_free
-#define __libc_calloc __interceptor_calloc
-#define __libc_realloc asan_realloc
-#define __libc_memalign __interceptor_memalign
-#define __libc_valloc __interceptor_valloc
-#define __libc_pvalloc __interceptor_pvalloc
-#define malloc_usable_size asan_usable_size
+#define malloc_usable_size shim_malloc_usable_size
+#define SHIM_LABEL(name)
 
 #define malloc shim_malloc
 #define free shim_free
@@ -86,6 +80,8 @@ HIDDEN size_t asan_usable_size(void* p) {
 #define pvalloc shim_pvalloc
 #define memcpy shim_memcpy
 #define memmove shim_memmove
+#define mempcpy shim_mempcpy
+#define wmemcpy shim_wmemcpy
 #include "shim.cpp"
 #undef malloc
 #undef free
@@ -99,13 +95,8 @@ HIDDEN size_t asan_usable_size(void* p) {
 #undef pvalloc
 #undef memcpy
 #undef memmove
-#undef __libc_malloc
-#undef __libc_free
-#undef __libc_calloc
-#undef __libc_realloc
-#undef __libc_memalign
-#undef __libc_valloc
-#undef __libc_pvalloc
+#undef mempcpy
+#undef wmemcpy
 #undef malloc_usable_size
 
 #define ENTRY extern "C" __attribute__((visibility("default"), no_sanitize_address))
@@ -113,7 +104,19 @@ HIDDEN size_t asan_usable_size(void* p) {
 namespace {
 int asan_up = 0;  // set once ASan (a dependency, so initialised first) and the shim are ready
 
-__attribute__((constructor(65535))) void mark_asan_up() { asan_up = 1; }
+// The shim's allocator calls go to ASan's allocator (blocks from before: back to glibc).
+__attribute__((constructor(65535))) void mark_asan_up() {
+  resolve_libc();  // the copy functions; then the allocator, replaced
+  libc.next_malloc = __interceptor_malloc;
+  libc.next_free = asan_free;
+  libc.next_calloc = __interceptor_calloc;
+  libc.next_realloc = asan_realloc;
+  libc.next_memalign = __interceptor_memalign;
+  libc.next_valloc = __interceptor_valloc;
+  libc.next_pvalloc = __interceptor_pvalloc;
+  libc.next_usable = asan_usable_size;
+  asan_up = 1;
+}
 
 __attribute__((no_sanitize_address)) void* plain_copy(void* dst, const void* src, size_t n) {
   volatile unsigned char* d = static_cast<unsigned char*>(dst);
@@ -164,4 +167,30 @@ ENTRY void* memcpy(void* dst, const void* src, size_t n) __THROW {
 }
 ENTRY void* memmove(void* dst, const void* src, size_t n) __THROW {
   return asan_up ? shim_memmove(dst, src, n) : plain_copy(dst, src, n);
+}
+ENTRY void* mempcpy(void* dst, const void* src, size_t n) __THROW {
+  return asan_up ? shim_mempcpy(dst, src, n) : static_cast<char*>(plain_copy(dst, src, n)) + n;
+}
+ENTRY wchar_t* wmemcpy(wchar_t* dst, const wchar_t* src, size_t n) __THROW {
+  if (!asan_up) return static_cast<wchar_t*>(plain_copy(dst, src, n * sizeof(wchar_t)));
+  return shim_wmemcpy(dst, src, n);
+}
+extern "C" void* entry_memcpy_chk(void*, const void*, size_t, size_t) __asm__("__memcpy_chk");
+extern "C" void* entry_memmove_chk(void*, const void*, size_t, size_t) __asm__("__memmove_chk");
+extern "C" void* entry_mempcpy_chk(void*, const void*, size_t, size_t) __asm__("__mempcpy_chk");
+extern "C" wchar_t* entry_wmemcpy_chk(wchar_t*, const wchar_t*, size_t, size_t) __asm__(
+    "__wmemcpy_chk");
+ENTRY void* entry_memcpy_chk(void* dst, const void* src, size_t n, size_t len) {
+  return asan_up ? shim_memcpy_chk(dst, src, n, len) : plain_copy(dst, src, n);
+}
+ENTRY void* entry_memmove_chk(void* dst, const void* src, size_t n, size_t len) {
+  return asan_up ? shim_memmove_chk(dst, src, n, len) : plain_copy(dst, src, n);
+}
+ENTRY void* entry_mempcpy_chk(void* dst, const void* src, size_t n, size_t len) {
+  if (!asan_up) return static_cast<char*>(plain_copy(dst, src, n)) + n;
+  return shim_mempcpy_chk(dst, src, n, len);
+}
+ENTRY wchar_t* entry_wmemcpy_chk(wchar_t* dst, const wchar_t* src, size_t n, size_t len) {
+  if (!asan_up) return static_cast<wchar_t*>(plain_copy(dst, src, n * sizeof(wchar_t)));
+  return shim_wmemcpy_chk(dst, src, n, len);
 }
