@@ -1,0 +1,106 @@
+"""The A/B statistic: the median of per-pair CPU-time ratios (current / baseline), judged by a
+sequential rule that stops early when the answer is clear, and the line that grew most in the
+samples pooled over all runs of each side.
+
+The constants come from measurements on the shared 2-core development VM (docs/baselines.md,
+"A/B against a git ref"; benchmarks/verdicts.py --modes ab).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stage:
+    pairs: int  # judged once this many pairs are measured
+    pass_below: float | None  # median ratio below which the test passes now
+    fail_above: float  # median ratio above which it fails now
+
+
+# 10 pairs: only clear cases are decided; 20: most; 40: the last word, at FAIL_ABOVE.
+FAIL_ABOVE = 1.10
+STAGES = (
+    Stage(10, 1.04, 1.30),
+    Stage(20, 1.06, 1.15),
+    Stage(40, None, FAIL_ABOVE),
+)
+MAX_PAIRS = STAGES[-1].pairs
+
+
+def median_ratio(ratios: Sequence[float]) -> float:
+    return statistics.median(ratios)
+
+
+def decide(ratios: Sequence[float], stages: Sequence[Stage] | None = None) -> str | None:
+    """The verdict, "pass" or "fail", or None while more pairs are needed."""
+    stages = STAGES if stages is None else stages
+    n = len(ratios)
+    for stage in stages:
+        if n != stage.pairs:
+            continue
+        ratio = median_ratio(ratios)
+        if ratio > stage.fail_above:
+            return "fail"
+        if stage.pass_below is None or ratio < stage.pass_below:
+            return "pass"
+    if n >= stages[-1].pairs:
+        return "fail" if median_ratio(ratios) > stages[-1].fail_above else "pass"
+    return None
+
+
+def threshold_at(pairs: int, stages: Sequence[Stage] | None = None) -> float:
+    """The median ratio above which a test measured over `pairs` pairs fails."""
+    stages = STAGES if stages is None else stages
+    return next((s.fail_above for s in stages if pairs <= s.pairs), stages[-1].fail_above)
+
+
+@dataclass(frozen=True)
+class LineGrowth:
+    file: str
+    function: str
+    line: int
+    baseline_samples: int
+    samples: int
+
+
+def _by_line(lines: Sequence[Sequence[object]]) -> dict[tuple[str, str, int], int]:
+    found: dict[tuple[str, str, int], int] = {}
+    for file, function, line, samples in lines:
+        key = (str(file), str(function), int(line))  # type: ignore[call-overload]
+        found[key] = found.get(key, 0) + int(samples)  # type: ignore[call-overload]
+    return found
+
+
+def _by_function(lines: dict[tuple[str, str, int], int]) -> dict[tuple[str, str], int]:
+    found: dict[tuple[str, str], int] = {}
+    for (file, function, _), samples in lines.items():
+        found[(file, function)] = found.get((file, function), 0) + samples
+    return found
+
+
+def most_growth(
+    baseline: Sequence[Sequence[object]], current: Sequence[Sequence[object]]
+) -> LineGrowth | None:
+    """The function whose pooled samples grew most from the baseline's runs to the current
+    ones, and its line that grew most (line numbers may differ between the trees, so functions
+    are matched by file and qualified name, and the current side's line is named)."""
+    before, after = _by_line(baseline), _by_line(current)
+    funcs_before, funcs_after = _by_function(before), _by_function(after)
+    growth = {k: v - funcs_before.get(k, 0) for k, v in funcs_after.items()}
+    if not growth or max(growth.values()) <= 0:
+        return None
+    file, function = max(growth, key=lambda k: (growth[k], k))
+    mine = {k: v for k, v in after.items() if k[:2] == (file, function)}
+    # The line that grew most against the same line number (same numbers when the function
+    # changed in place), then the one with the most samples.
+    key = max(mine, key=lambda k: (mine[k] - before.get(k, 0), mine[k]))
+    return LineGrowth(
+        file,
+        function,
+        key[2],
+        funcs_before.get((file, function), 0),
+        funcs_after[(file, function)],
+    )
