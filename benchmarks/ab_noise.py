@@ -64,7 +64,9 @@ def main() -> int:
         for factor in (float(f) for f in args.factors.split(",")):
             (repo / "test_suite.py").write_text(suite(factor))
             for rep in range(args.reps):
-                setup = session.Setup(root=repo.resolve(), rootdir=repo.resolve(), commit=commit, ref="base")
+                setup = session.Setup(
+                    root=repo.resolve(), rootdir=repo.resolve(), commit=commit, ref="base"
+                )
                 result = session.run(setup, ids)
                 for nodeid, outcome in result.outcomes.items():
                     found.setdefault(f"{factor} {nodeid}", []).append(outcome.ratios)
@@ -72,7 +74,9 @@ def main() -> int:
                     print(
                         f"{factor} rep {rep} {nodeid.split('::')[1]}: "
                         + " ".join(
-                            f"m{n}={statistics.median(r[:n]):.3f}" for n in (10, 20, 40) if len(r) >= n
+                            f"m{n}={statistics.median(r[:n]):.3f}"
+                            for n in (10, 20, 40)
+                            if len(r) >= n
                         )
                         + (f" {outcome.note}" if outcome.note else ""),
                         flush=True,

@@ -170,7 +170,8 @@ class Outcome:
     baseline_cpu_s: list[float] = field(default_factory=list)
     cpu_s: list[float] = field(default_factory=list)
     inner: int = 1
-    growth: verdict.LineGrowth | None = None
+    growth: list[verdict.LineGrowth] = field(default_factory=list)
+    first_ratio: float | None = None  # a slower first reading, confirmed (or not) by this one
 
 
 def _runs_ok(replies: Sequence[dict[str, Any]], sides: Sequence[str]) -> str:
@@ -178,6 +179,12 @@ def _runs_ok(replies: Sequence[dict[str, Any]], sides: Sequence[str]) -> str:
         if reply.get("outcome") != "passed":
             return f"it {reply.get('outcome')} on the {name} side ({reply.get('error', '')})"
     return ""
+
+
+def _pin(workers: Sequence[WorkerProcess], cpu: int) -> None:
+    for w in workers:
+        with contextlib.suppress(OSError):  # the worker is gone: its next reply says so
+            os.sched_setaffinity(w.process.pid, {cpu})
 
 
 def compare_test(
@@ -203,8 +210,12 @@ def compare_test(
         for w in pair:  # the warm-up's samples are not pooled
             w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)
         decided = None
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         while decided is None:
-            order = pair if len(outcome.ratios) % 2 == 0 else pair[::-1]
+            n = len(outcome.ratios)
+            if cpus:  # both runs of a pair on one CPU: a busier CPU must not favour one side
+                _pin(pair, cpus[(n // 2) % len(cpus)])
+            order = pair if n % 2 == 0 else pair[::-1]
             replies = {id(w): w.request({"cmd": "run", "inner": inner}, timeout) for w in order}
             base_run, cur_run = replies[id(base)], replies[id(cur)]
             if problem := _runs_ok((base_run, cur_run), names):

@@ -58,20 +58,22 @@ def result_of(outcome: pairs.Outcome, setup: ab_session.Setup) -> dict[str, Any]
             "fails_above": verdict.threshold_at(n),
             "pairs": n,
             "ratios": [round(r, 4) for r in outcome.ratios],
+            "first_ratio": None if outcome.first_ratio is None else round(outcome.first_ratio, 4),
             "calls_per_run": outcome.inner,
             "baseline_cpu_s": round(verdict.median_ratio(outcome.baseline_cpu_s), 6),
             "cpu_s": round(verdict.median_ratio(outcome.cpu_s), 6),
         }
     )
-    if outcome.growth is not None:
-        g = outcome.growth
-        found["line"] = {
+    found["lines"] = [
+        {
             "file": g.file,
             "function": g.function,
             "line": g.line,
-            "baseline_samples": g.baseline_samples,
-            "samples": g.samples,
+            "baseline_cpu_s": g.baseline_cpu_s,
+            "cpu_s": g.cpu_s,
         }
+        for g in outcome.growth
+    ]
     return found
 
 
@@ -142,14 +144,20 @@ def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
         return None
     ratio, limit = result["ratio"], result["fails_above"]
     against = f"{result['ref']} ({result['commit'][:12]})"
-    line = result.get("line")
+    lines = result.get("lines") or []
     where = None
     growth = ""
-    if line is not None:
-        where = f"{line['file']}:{line['line']} {line['function']}"
+    if lines:
+        shown = [
+            f"{g['file']}:{g['line']} {g['function']}: {g['baseline_cpu_s']:.3g} s -> "
+            f"{g['cpu_s']:.3g} s"
+            for g in lines
+        ]
+        where = f"{lines[0]['file']}:{lines[0]['line']} {lines[0]['function']}"
         growth = (
-            f"; most growth at {where}: {line['baseline_samples']} -> {line['samples']} "
-            f"samples over {result['pairs']} runs of each side"
+            f"; most growth at {shown[0]}"
+            + "".join(f", then at {s}" for s in shown[1:])
+            + f" (sampled CPU over {result['pairs']} runs of each side)"
         )
     passed = result["verdict"] == "pass"
     head = "CPU time within" if passed else "CPU time regressed against"
@@ -159,7 +167,7 @@ def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
         f"{limit:.2f}x){growth}"
     )
     return {
-        "kind": "ab",
+        "kind": "regression",
         "metric": "cpu_s",
         "limit": result["baseline_cpu_s"] * limit,
         "baseline": result["baseline_cpu_s"],

@@ -2,8 +2,10 @@
 (git_tree.py), a worker session in each tree (pairs.py), the check that each side imports the
 code under test from its own tree, then each test compared in turn.
 
-Tests that exist on one side only, whose setup (the source of their fixtures) differs between
-the trees, or that fail or skip on either side are notes, never verdicts.
+A test that reads slower is measured again in two fresh worker processes and fails only if it
+reads slower there too. Tests that exist on one side only, whose setup (the source of their
+fixtures) differs between the trees, or that fail or skip on either side are notes, never
+verdicts.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import git_tree, pairs
+from . import git_tree, pairs, verdict
 from .worker import _SKIP_PARTS
 
 
@@ -77,17 +79,22 @@ def _ini_for(setup: Setup, tree: Path) -> list[str]:
     return ["-c", str(mapped if mapped.exists() else setup.inipath)]
 
 
-def _start(side: pairs.Side, nodeids: Sequence[str], setup: Setup) -> pairs.WorkerProcess | None:
-    files = sorted({n.split("::", 1)[0] for n in nodeids})
-    files = [f for f in files if (side.rootdir / f).exists()]
-    if not files:
-        return None
-    args = [*_ini_for(setup, side.tree), *setup.args]
-    process = pairs.WorkerProcess(side, files, nodeids, args)
-    hello = process.receive(pairs.STARTUP_TIMEOUT_S)
-    side.tests = dict(hello.get("tests", {}))
-    side.modules = dict(hello.get("modules", {}))
-    return process
+def _start(
+    sides: Sequence[pairs.Side], nodeids: Sequence[str], setup: Setup
+) -> list[pairs.WorkerProcess]:
+    """A worker for each side that has test files of this run, all started at once."""
+    started = []
+    for side in sides:
+        files = sorted({n.split("::", 1)[0] for n in nodeids})
+        files = [f for f in files if (side.rootdir / f).exists()]
+        if files:
+            args = [*_ini_for(setup, side.tree), *setup.args]
+            started.append(pairs.WorkerProcess(side, files, nodeids, args))
+    for process in started:
+        hello = process.receive(pairs.STARTUP_TIMEOUT_S)
+        process.side.tests = dict(hello.get("tests", {}))
+        process.side.modules = dict(hello.get("modules", {}))
+    return started
 
 
 def run(
@@ -102,16 +109,22 @@ def run(
         cur = pairs.Side("current", setup.root, setup.rootdir)
         workers: list[pairs.WorkerProcess] = []
         try:
-            for side in (base, cur):
-                started = _start(side, nodeids, setup)
-                if started is not None:
-                    workers.append(started)
+            workers += _start((base, cur), nodeids, setup)
             if problems := same_code((base, cur)):
                 raise SameCodeError("; ".join(problems))
             if len(workers) < 2:
                 result.problem = f"no test file of this run exists at {setup.ref}"
                 return result
-            _compare_all(nodeids, base, cur, workers, result, progress)
+
+            def restart() -> list[pairs.WorkerProcess]:
+                for process in workers:
+                    process.close()
+                workers[:] = _start((base, cur), nodeids, setup)
+                if len(workers) < 2:
+                    raise pairs.WorkerError("a worker did not start again")
+                return workers
+
+            _compare_all(nodeids, base, cur, workers, result, progress, restart)
         except pairs.WorkerError as exc:
             result.problem = str(exc)
         finally:
@@ -127,6 +140,7 @@ def _compare_all(
     workers: list[pairs.WorkerProcess],
     result: Result,
     progress: Callable[[str], None],
+    restart: Callable[[], list[pairs.WorkerProcess]],
 ) -> None:
     both = [n for n in nodeids if n in base.tests and n in cur.tests]
     for nodeid in nodeids:
@@ -144,6 +158,13 @@ def _compare_all(
         following = judged[i + 1] if i + 1 < len(judged) else None
         try:
             outcome = pairs.compare_test(nodeid, following, workers[0], workers[1])
+            if outcome.verdict == "fail":
+                # A slower verdict is confirmed in two fresh processes: one process can run
+                # the same code persistently slower than another (its memory layout).
+                first = outcome
+                workers = restart()
+                outcome = pairs.compare_test(nodeid, following, workers[0], workers[1])
+                outcome.first_ratio = verdict.median_ratio(first.ratios)
         except pairs.WorkerError as exc:
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
             for rest in judged[i + 1 :]:

@@ -62,45 +62,50 @@ class LineGrowth:
     file: str
     function: str
     line: int
-    baseline_samples: int
-    samples: int
+    baseline_cpu_s: float  # the function's sampled CPU time over all runs of the baseline side
+    cpu_s: float  # and of the current side
 
 
-def _by_line(lines: Sequence[Sequence[object]]) -> dict[tuple[str, str, int], int]:
-    found: dict[tuple[str, str, int], int] = {}
-    for file, function, line, samples in lines:
+def _by_line(lines: Sequence[Sequence[object]]) -> dict[tuple[str, str, int], float]:
+    found: dict[tuple[str, str, int], float] = {}
+    for file, function, line, cpu_s in lines:
         key = (str(file), str(function), int(line))  # type: ignore[call-overload]
-        found[key] = found.get(key, 0) + int(samples)  # type: ignore[call-overload]
+        found[key] = found.get(key, 0.0) + float(cpu_s)  # type: ignore[arg-type]
     return found
 
 
-def _by_function(lines: dict[tuple[str, str, int], int]) -> dict[tuple[str, str], int]:
-    found: dict[tuple[str, str], int] = {}
-    for (file, function, _), samples in lines.items():
-        found[(file, function)] = found.get((file, function), 0) + samples
+def _by_function(lines: dict[tuple[str, str, int], float]) -> dict[tuple[str, str], float]:
+    found: dict[tuple[str, str], float] = {}
+    for (file, function, _), cpu_s in lines.items():
+        found[(file, function)] = found.get((file, function), 0.0) + cpu_s
     return found
 
 
 def most_growth(
-    baseline: Sequence[Sequence[object]], current: Sequence[Sequence[object]]
-) -> LineGrowth | None:
-    """The function whose pooled samples grew most from the baseline's runs to the current
-    ones, and its line that grew most (line numbers may differ between the trees, so functions
-    are matched by file and qualified name, and the current side's line is named)."""
+    baseline: Sequence[Sequence[object]], current: Sequence[Sequence[object]], top: int = 2
+) -> list[LineGrowth]:
+    """The functions whose pooled sampled CPU time grew most from the baseline's runs to the
+    current ones (at most `top`, largest growth first), each with its line that grew most.
+    Line numbers may differ between the trees, so functions are matched by file and qualified
+    name, and the current side's line is named. A slowed helper can come second to its caller
+    when the caller's own lines (library calls on a bigger result) grew more."""
     before, after = _by_line(baseline), _by_line(current)
     funcs_before, funcs_after = _by_function(before), _by_function(after)
-    growth = {k: v - funcs_before.get(k, 0) for k, v in funcs_after.items()}
-    if not growth or max(growth.values()) <= 0:
-        return None
-    file, function = max(growth, key=lambda k: (growth[k], k))
-    mine = {k: v for k, v in after.items() if k[:2] == (file, function)}
-    # The line that grew most against the same line number (same numbers when the function
-    # changed in place), then the one with the most samples.
-    key = max(mine, key=lambda k: (mine[k] - before.get(k, 0), mine[k]))
-    return LineGrowth(
-        file,
-        function,
-        key[2],
-        funcs_before.get((file, function), 0),
-        funcs_after[(file, function)],
-    )
+    growth = {k: v - funcs_before.get(k, 0.0) for k, v in funcs_after.items()}
+    ranked = sorted((k for k in growth if growth[k] > 0), key=lambda k: (-growth[k], k))
+    found = []
+    for file, function in ranked[:top]:
+        mine = {k: v for k, v in after.items() if k[:2] == (file, function)}
+        # The line that grew most against the same line number (the same numbers when the
+        # function changed in place), then the one with the most time.
+        key = max(mine, key=lambda k: (mine[k] - before.get(k, 0.0), mine[k]))
+        found.append(
+            LineGrowth(
+                file,
+                function,
+                key[2],
+                round(funcs_before.get((file, function), 0.0), 6),
+                round(funcs_after[(file, function)], 6),
+            )
+        )
+    return found

@@ -4,13 +4,14 @@ controller (pairs.py) over two pipes, one JSON object a line:
 
     {"cmd": "setup", "nodeid": ID}        -> {"outcome": "passed"|..., "error": TEXT}
     {"cmd": "run", "inner": K}            -> {"cpu_s": S, "outcome": ..., "error": TEXT}
-    {"cmd": "lines"}                      -> {"lines": [[file, qualname, line, samples], ...]}
+    {"cmd": "lines"}                      -> {"lines": [[file, qualname, line, cpu_s], ...]}
     {"cmd": "teardown", "next": ID|None}  -> {"outcome": ...}
     {"cmd": "quit"}
 
-"run" calls the set-up test's function K times (`item.runtest()`, the fixture values of the
-setup) and replies with the process CPU time they took; meanwhile a CPU timer (ITIMER_PROF)
-samples the line being run in the tree's own files, pooled per test until "lines".
+"run" collects garbage, then calls the set-up test's function K times (`item.runtest()`, the
+fixture values of the setup) and replies with the process CPU time they took; meanwhile a CPU
+timer (ITIMER_PROF) samples the line being run in the tree's own files, pooled per test until
+"lines".
 
 This module is loaded by path (pairs.py) and imports nothing from pytest_scalene: the baseline's
 tree may hold another version of pytest-scalene, or none. pytest-scalene's own plugin is off in
@@ -19,6 +20,7 @@ the worker (-p no:scalene), so neither its sampler nor its allocator shim runs h
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import inspect
 import json
@@ -59,13 +61,16 @@ class Channel:
 
 
 class LineSampler:
-    """Counts CPU-timer samples per line of the tree's files (the innermost frame of the main
-    thread that is in the tree: time in libraries goes to the tree's line that called them)."""
+    """CPU time per line of the tree's files, sampled: at each CPU-timer signal, the CPU time
+    since the previous one goes to the innermost frame of the main thread that is in the tree
+    (time in libraries to the tree's line that called them). Weighing by CPU time, as Scalene
+    does, counts a long native call fully: the signals that fall in it arrive as one."""
 
     def __init__(self, tree: str) -> None:
         self.tree = os.path.realpath(tree) + os.sep
-        self.counts: dict[tuple[str, str, int], int] = {}
+        self.counts: dict[tuple[str, str, int], float] = {}
         self._names: dict[str, str | None] = {}
+        self._last = 0.0
 
     def _name(self, filename: str) -> str | None:
         if filename not in self._names:
@@ -79,16 +84,19 @@ class LineSampler:
         return self._names[filename]
 
     def _sample(self, signum: int, frame: Any) -> None:
+        now = time.process_time()
+        weight, self._last = now - self._last, now
         while frame is not None:
             name = self._name(frame.f_code.co_filename)
             if name is not None:
                 code = frame.f_code
                 key = (name, getattr(code, "co_qualname", code.co_name), frame.f_lineno)
-                self.counts[key] = self.counts.get(key, 0) + 1
+                self.counts[key] = self.counts.get(key, 0.0) + weight
                 return
             frame = frame.f_back
 
     def start(self) -> None:
+        self._last = time.process_time()
         signal.signal(signal.SIGPROF, self._sample)
         signal.setitimer(signal.ITIMER_PROF, SAMPLE_INTERVAL_S, SAMPLE_INTERVAL_S)
 
@@ -96,7 +104,7 @@ class LineSampler:
         signal.setitimer(signal.ITIMER_PROF, 0, 0)
 
     def take(self) -> list[list[Any]]:
-        found = [[f, q, line, n] for (f, q, line), n in sorted(self.counts.items())]
+        found = [[f, q, line, round(n, 6)] for (f, q, line), n in sorted(self.counts.items())]
         self.counts = {}
         return found
 
@@ -198,6 +206,10 @@ class Worker:
 
     def _run(self, item: pytest.Item, inner: int) -> dict[str, Any]:
         outcome, error = "passed", ""
+        # Both sides start each run from a collected heap: a collection that the allocations
+        # trigger then falls in the same run on both sides (the ratios of allocation-heavy
+        # tests alternated between 0.4 and 3 without this).
+        gc.collect()
         self.sampler.start()
         started = time.process_time()
         try:
