@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from . import baseline_store, markdown_report, xdist_bridge
+from .ab.git_tree import saved_from
 from .ab.plugin import AB_KEY, verdict_of
 from .atomic_write import write_text_atomic
 from .baseline_keep import within_noise
@@ -353,8 +354,9 @@ class GatePlugin:
 
     def _save_baselines(self, session: pytest.Session) -> None:
         tests = self.profiler.session.tests
+        commit = saved_from(Path(self.rootdir))
         entries = {
-            nodeid: baseline_store.entry_from_profile(profile, self.rootdir)
+            nodeid: baseline_store.entry_from_profile(profile, self.rootdir, commit)
             for nodeid, profile in sorted(tests.items())
             if profile.outcome == "passed"
         }

@@ -78,3 +78,14 @@ class Worktree:
         shutil.rmtree(self.parent, ignore_errors=True)
         with contextlib.suppress(GitError):
             _git(self.root, "worktree", "prune")
+
+
+def saved_from(path: Path) -> str:
+    """The commit checked out at `path`, "+dirty" when tracked files have uncommitted changes,
+    "" outside a git repository (what a baseline records as its origin)."""
+    try:
+        root = Path(_git(path, "rev-parse", "--show-toplevel"))
+        commit = _git(root, "rev-parse", "HEAD")
+        return commit + ("+dirty" if is_dirty(root) else "")
+    except GitError:
+        return ""
