@@ -4,6 +4,7 @@ by pytester; the timing verdicts are repeated in a loop to show they are not luc
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -175,3 +176,17 @@ def test_the_worktree_is_removed(pytester):
     path = repository(pytester)
     compare(pytester)
     assert git(path, "worktree", "list").count("\n") == 0  # only the main tree is left
+
+
+def test_a_saved_baseline_records_its_commit_and_cpu_distribution(pytester):
+    path = repository(pytester)
+    head = git(path, "rev-parse", "HEAD")
+    args = ("-p", "no:cacheprovider", "--profile-memory=no", "--profile-save-baseline")
+    pytester.runpytest_subprocess(*args, "--profile-repeat=4").assert_outcomes(passed=1)
+    saved = json.loads((path / "baselines" / "test_work.py.json").read_text())
+    entry = saved["tests"]["test_work.py::test_work"]
+    assert entry["commit"] == head
+    assert entry["cpu"]["runs"] == 3  # the timed runs, after the warm-up
+    assert entry["cpu"]["min"] == entry["metrics"]["cpu_s"] <= entry["cpu"]["median"]
+    assert entry["cpu"]["median"] <= entry["cpu"]["p90"] and entry["cpu"]["span_s"] > 0
+    assert any(line.get("samples", 0) > 0 and 0 < line["share"] <= 1 for line in entry["lines"])
