@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -141,6 +141,12 @@ class Tally:
     named: dict[str, int] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
     ratios: list[dict[str, tuple[float, int]]] = field(default_factory=list)  # the A/B mode
+    figures: dict[str, list[float]] = field(default_factory=dict)  # the judged figure per test
+
+    def spread(self, test: str) -> str:
+        """max / min - 1 of the judged figure over the runs (the unchanged code's noise)."""
+        values = [v for v in self.figures.get(test, []) if v > 0]
+        return f"{max(values) / min(values) - 1:.1e}" if len(values) > 1 else "-"
 
 
 def pytest(work: Path, python: str, args: list[str], factor: float = 1.0) -> tuple[str, float]:
@@ -204,6 +210,8 @@ def run_ab(python: str, work: Path, unchanged: int, detect: int) -> dict[str, Ta
             tallies[label].seconds.append(seconds)
             ab = ab_results(work / "ab.json")
             tallies[label].ratios.append(ab)
+            for test, (ratio, _) in ab.items():  # the figure this mode judges
+                tallies[label].figures.setdefault(test, []).append(ratio)
             shown = " ".join(f"{t[5:]}={r}x/{n}" for t, (r, n) in sorted(ab.items()))
             print(f"ab {label} {i + 1}/{runs}: failed {sorted(FAILED.findall(text))} {shown}")
     return tallies
@@ -221,6 +229,21 @@ def ab_results(path: Path) -> dict[str, tuple[float, int]]:
         if "ratio" in ab:
             found[nodeid.split("::")[-1]] = (ab["ratio"], ab["pairs"])
     return found
+
+
+def record_figures(path: Path, mode: str, tally: Tally) -> None:
+    """The figure each mode judges, per test: instructions, or CPU seconds."""
+    try:
+        tests = json.loads(path.read_text())["tests"]
+    except (OSError, ValueError, KeyError):
+        return
+    for nodeid, test in tests.items():
+        if mode == "instructions":
+            value = test.get("instructions")
+        else:
+            value = sum(test.get(k, 0.0) for k in ("cpu_python_s", "cpu_native_s", "cpu_system_s"))
+        if isinstance(value, (int, float)):
+            tally.figures.setdefault(nodeid.split("::")[-1], []).append(float(value))
 
 
 def run_mode(mode: str, python: str, work: Path, unchanged: int, detect: int) -> dict[str, Tally]:
@@ -243,8 +266,12 @@ def run_mode(mode: str, python: str, work: Path, unchanged: int, detect: int) ->
         ("1.5x", 1.5, detect),
     ):
         for i in range(runs):
-            text, seconds = pytest(work, python, [*args, "--profile-compare"], factor)
+            profile = work / "profile.json"
+            profile.unlink(missing_ok=True)
+            compare = [*args, "--profile-compare", f"--profile-json={profile}"]
+            text, seconds = pytest(work, python, compare, factor)
             judge(text, tallies[label])
+            record_figures(profile, mode, tallies[label])
             tallies[label].seconds.append(seconds)
             print(
                 f"{mode} {label} {i + 1}/{runs}: failed {sorted(FAILED.findall(text))}", flush=True
@@ -271,15 +298,18 @@ def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -
         f"{minutes:.0f} min, on this shared 2-core VM. Six tests of different kinds, each with one "
         "function whose work is multiplied by 1.2 or 1.5; a baseline saved once per mode, then "
         "each comparison its own pytest process. Cells: failed comparisons / comparisons "
-        "(how many of the failures named the slowed function).",
+        "(how many of the failures named the slowed function); the spread is max / min - 1 of "
+        "the figure each mode judges (instructions, or CPU seconds) over the unchanged runs.",
         "",
-        "| mode | test | unchanged: false failures | 1.2x caught | 1.5x caught |",
-        "| --- | --- | --- | --- | --- |",
+        "| mode | test | unchanged: false failures | spread of the judged figure, unchanged | "
+        "1.2x caught | 1.5x caught |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for mode, tallies in results.items():
         for test in TESTS:
             lines.append(
                 f"| {mode} | `{test}` | {_cell(tallies['unchanged'], test, False)} | "
+                f"{tallies['unchanged'].spread(test)} | "
                 f"{_cell(tallies['1.2x'], test, True)} | {_cell(tallies['1.5x'], test, True)} |"
             )
     lines += ["", "| mode | one comparison (6 tests), median | plain pytest | per test, added |"]
@@ -323,6 +353,14 @@ def ab_table(tallies: dict[str, Tally]) -> list[str]:
     return lines
 
 
+def _load(path: Path) -> dict[str, dict[str, Tally]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {m: {k: Tally(**t) for k, t in r.items()} for m, r in data.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unchanged", type=int, default=50)
@@ -337,22 +375,35 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "verdicts")
     args = parser.parse_args()
     started = time.perf_counter()
-    results = {}
-    for mode in args.modes.split(","):
-        counts = {
-            "instructions": (args.unchanged, args.detect),
-            "ab": (args.ab_unchanged, args.ab_detect),
-        }.get(mode, (args.time_unchanged, args.time_detect))
-        results[mode] = run_mode(mode, args.python, args.work / mode, *counts)
-    text = section(results, args.python, (time.perf_counter() - started) / 60)
     version = subprocess.run(
         [args.python, "-c", "import sys; print(f'{sys.version_info[0]}{sys.version_info[1]}')"],
         capture_output=True,
         text=True,
     ).stdout.strip()
-    # One block per interpreter; the A/B mode alone (it needs a git repository) has its own.
-    section_name = f"{SECTION}-ab-{version}" if args.modes == "ab" else f"{SECTION}-{version}"
-    write_section(args.out, text, section_name)
+    # The modes not run now keep their last results for this interpreter.
+    kept = args.work / f"results-{version}.json"
+    results = _load(kept)
+    for mode in args.modes.split(","):
+        counts = {
+            "instructions": (args.unchanged, args.detect),
+            "ab": (args.ab_unchanged, args.ab_detect),
+        }.get(mode, (args.time_unchanged, args.time_detect))
+        results[mode] = run_mode(mode, args.python, args.work / f"{mode}-{version}", *counts)
+    kept.write_text(
+        json.dumps({m: {k: asdict(t) for k, t in r.items()} for m, r in results.items()})
+    )
+    minutes = (time.perf_counter() - started) / 60
+    # One block per interpreter, and the A/B mode's apart (it needs a git repository).
+    ran = args.modes.split(",")
+    text = ""
+    if any(mode != "ab" for mode in ran):
+        timed = {m: r for m, r in results.items() if m != "ab"}
+        text = section(timed, args.python, minutes)
+        write_section(args.out, text, f"{SECTION}-{version}")
+    if "ab" in ran:
+        ab_text = section({"ab": results["ab"]}, args.python, minutes)
+        write_section(args.out, ab_text, f"{SECTION}-ab-{version}")
+        text += ab_text
     print(text)
     return 0
 

@@ -179,7 +179,10 @@ def compare(
             continue
         judge = _Judge(name, rule)
         if name == "instructions":
-            result.findings += function_findings(baseline, current, judge)
+            found = function_findings(baseline, current, judge)
+            if not current.functions:  # before Python 3.12: the sampled profile's hint
+                found = [_with_sampled_hint(f, pairs, new) for f in found]
+            result.findings += found
             continue
         result.findings += judge.test(baseline, current, pairs, new)
         result.findings += judge.lines(baseline, current, pairs, new, vanished)
@@ -203,6 +206,32 @@ def _incomparable_counts(baseline: TestEntry, current: TestEntry, result: Compar
     )
     result.findings.append(Finding("not_compared", "instructions", None, None, message))
     return {"instructions"}
+
+
+def _with_sampled_hint(
+    finding: Finding, pairs: list[tuple[LineEntry, LineEntry]], new: list[LineEntry]
+) -> Finding:
+    """A count regression with no per-function counts names the line whose sampled CPU time
+    grew the most, when the run has samples: a hint, not a count."""
+    if finding.kind != "regression":
+        return finding
+    growth = [(c.metrics.get("cpu_s", 0.0) - b.metrics.get("cpu_s", 0.0), c) for b, c in pairs]
+    growth += [(c.metrics.get("cpu_s", 0.0), c) for c in new]
+    if not growth or max(g for g, _ in growth) <= 0:
+        return finding
+    _delta, line = max(growth, key=lambda g: g[0])
+    hint = (
+        f"; per-function counts need Python 3.12+; the sampled CPU time grew most at "
+        f"{_where(line)} `{line.text}`"
+    )
+    return Finding(
+        finding.kind,
+        finding.metric,
+        finding.baseline,
+        finding.value,
+        finding.message + hint,
+        _where(line),
+    )
 
 
 def function_findings(baseline: TestEntry, current: TestEntry, judge: _Judge) -> list[Finding]:

@@ -271,6 +271,8 @@ def _header(profile: TestProfile, width: int) -> list[str]:
         figures.append(f"peak {peak:.1f} MB")
     if "gpu_peak_mb" in profile.extra:
         figures.append(f"gpu {_num(profile.extra['gpu_peak_mb']):.0f} MB")
+    if "instructions" in profile.extra:
+        figures.append(f"instructions {_num(profile.extra['instructions']) / 1e6:,.3f} M")
     out += _wrap("  ".join(figures), width, INDENT, INDENT * 2)
 
     timeline = _chartable(profile.extra)

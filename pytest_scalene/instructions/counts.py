@@ -45,6 +45,8 @@ class InstructionCounts:
 
     @pytest.hookimpl(trylast=True)  # after other plugins deselect
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.config.option.collectonly:
+            return
         nodeids = [item.nodeid for item in session.items if self.needs_counts(item)]
         if not nodeids:
             return
