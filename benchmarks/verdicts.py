@@ -296,8 +296,14 @@ def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -
         "",
         f"`benchmarks/verdicts.py`, Python {version}, {datetime.now(timezone.utc):%Y-%m-%d}, "
         f"{minutes:.0f} min, on this shared 2-core VM. Six tests of different kinds, each with one "
-        "function whose work is multiplied by 1.2 or 1.5; a baseline saved once per mode, then "
-        "each comparison its own pytest process. Cells: failed comparisons / comparisons "
+        "function whose work is multiplied by 1.2 or 1.5; "
+        + (
+            "a git repository with a baseline commit and a slowed commit on top, each "
+            "comparison its own pytest process against the baseline commit. "
+            if list(results) == ["ab"]
+            else "a baseline saved once per mode, then each comparison its own pytest process. "
+        )
+        + "Cells: failed comparisons / comparisons "
         "(how many of the failures named the slowed function); the spread is max / min - 1 of "
         "the figure each mode judges (instructions, or CPU seconds) over the unchanged runs.",
         "",

@@ -29,6 +29,11 @@ def check(config: pytest.Config, ref: str) -> ab_session.Setup:
         commit = git_tree.resolve(root, ref)
     except git_tree.GitError as exc:
         raise pytest.UsageError(f"{where}={ref}: {exc}") from None
+    if not Path(config.rootpath).resolve().is_relative_to(root):
+        raise pytest.UsageError(
+            f"{where}={ref}: pytest's rootdir {config.rootpath} is outside the git repository "
+            f"{root}: run pytest from inside the repository (or pass --rootdir)"
+        )
     if (
         hasattr(config, "workerinput")
         or config.pluginmanager.has_plugin("xdist")
