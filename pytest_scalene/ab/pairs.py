@@ -40,6 +40,7 @@ class Side:
     rootdir: Path
     tests: dict[str, str] = field(default_factory=dict)  # nodeid -> setup key
     modules: dict[str, str] = field(default_factory=dict)  # top-level module -> its file
+    collection_errors: int = 0
 
 
 class WorkerProcess:

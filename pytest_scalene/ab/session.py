@@ -94,6 +94,7 @@ def _start(
         hello = process.receive(pairs.STARTUP_TIMEOUT_S)
         process.side.tests = dict(hello.get("tests", {}))
         process.side.modules = dict(hello.get("modules", {}))
+        process.side.collection_errors = int(hello.get("collection_errors", 0))
     return started
 
 
@@ -145,10 +146,11 @@ def _compare_all(
     both = [n for n in nodeids if n in base.tests and n in cur.tests]
     for nodeid in nodeids:
         if nodeid not in base.tests or nodeid not in cur.tests:
-            where = "current" if nodeid in cur.tests else "baseline"
-            result.outcomes[nodeid] = pairs.Outcome(
-                nodeid, note=f"not judged: the test exists on the {where} side only"
-            )
+            where, other = (cur, base) if nodeid in cur.tests else (base, cur)
+            note = f"not judged: the test exists on the {where.name} side only"
+            if other.collection_errors:
+                note += f" (the {other.name} side had {other.collection_errors} collection errors)"
+            result.outcomes[nodeid] = pairs.Outcome(nodeid, note=note)
         elif base.tests[nodeid] != cur.tests[nodeid]:
             result.outcomes[nodeid] = pairs.Outcome(
                 nodeid, note="not judged: its setup (the source of its fixtures) differs"
