@@ -88,13 +88,15 @@ def test_the_functions_that_grew_most_are_named():
         ["lib.py", "slowed", 9, 0.05],
     ]
     after = [
-        ["lib.py", "steady", 3, 0.52],
+        ["lib.py", "steady", 3, 0.51],
         ["lib.py", "slowed", 8, 1.4],
         ["lib.py", "slowed", 9, 0.04],
     ]
     growth = verdict.most_growth(before, after)
     assert growth[0] == verdict.LineGrowth("lib.py", "slowed", 8, 1.05, 1.44)
-    assert [g.function for g in growth] == ["slowed", "steady"]
+    assert [g.function for g in growth] == ["slowed"]  # steady grew by 0.01 s: not named
+    after[0][3] = 0.6  # steady +0.1 s: a quarter of what slowed grew, named second
+    assert [g.function for g in verdict.most_growth(before, after)] == ["slowed", "steady"]
     assert verdict.most_growth(after, before) == []  # nothing grew
     assert verdict.most_growth(after, after) == []
 

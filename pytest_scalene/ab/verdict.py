@@ -93,8 +93,10 @@ def most_growth(
     funcs_before, funcs_after = _by_function(before), _by_function(after)
     growth = {k: v - funcs_before.get(k, 0.0) for k, v in funcs_after.items()}
     ranked = sorted((k for k in growth if growth[k] > 0), key=lambda k: (-growth[k], k))
+    # The runner-up only when it grew by at least 5% of what the first grew.
+    ranked = [k for k in ranked[:top] if growth[k] >= 0.05 * growth[ranked[0]]]
     found = []
-    for file, function in ranked[:top]:
+    for file, function in ranked:
         mine = {k: v for k, v in after.items() if k[:2] == (file, function)}
         # The line that grew most against the same line number (the same numbers when the
         # function changed in place), then the one with the most time.

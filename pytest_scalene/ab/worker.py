@@ -61,31 +61,46 @@ class Channel:
 
 
 class LineSampler:
-    """CPU time per line of the tree's files, sampled: at each CPU-timer signal, the CPU time
-    since the previous one goes to the innermost frame of the main thread that is in the tree
-    (time in libraries to the tree's line that called them). Weighing by CPU time, as Scalene
-    does, counts a long native call fully: the signals that fall in it arrive as one."""
+    """CPU time per line of the tree's files, sampled: at each CPU-timer signal, each thread's
+    CPU time since the previous signal (its own CPU clock) goes to the innermost frame of that
+    thread that is in the tree (time in libraries to the tree's line that called them). A
+    thread that waits (a `join`) gets next to nothing, the thread doing the work gets its time,
+    and a long native call counts fully although the signals that fall in it arrive as one."""
 
     def __init__(self, tree: str) -> None:
         self.tree = os.path.realpath(tree) + os.sep
         self.counts: dict[tuple[str, str, int], float] = {}
         self._names: dict[str, str | None] = {}
-        self._last = 0.0
+        self._last: dict[int, float] = {}  # thread ident -> its CPU clock at the last sample
 
     def _name(self, filename: str) -> str | None:
         if filename not in self._names:
             real = os.path.realpath(filename)
             name = None
-            if real.startswith(self.tree):
+            if not filename.startswith("<") and real.startswith(self.tree):  # not "<string>"
                 rel = real[len(self.tree) :]
                 if not any(part in _SKIP_PARTS for part in rel.split(os.sep)):
                     name = rel.replace(os.sep, "/")
             self._names[filename] = name
         return self._names[filename]
 
+    @staticmethod
+    def _cpu_of(ident: int) -> float | None:
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(ident))
+        except (OSError, OverflowError, ValueError, AttributeError):
+            return None  # the thread ended, or no per-thread clocks here
+
     def _sample(self, signum: int, frame: Any) -> None:
-        now = time.process_time()
-        weight, self._last = now - self._last, now
+        for ident, top in sys._current_frames().items():
+            now = self._cpu_of(ident)
+            if now is None:
+                continue
+            weight = now - self._last.get(ident, 0.0)  # a thread started since: all its time
+            self._last[ident] = now
+            self._charge(top, weight)
+
+    def _charge(self, frame: Any, weight: float) -> None:
         while frame is not None:
             name = self._name(frame.f_code.co_filename)
             if name is not None:
@@ -96,7 +111,11 @@ class LineSampler:
             frame = frame.f_back
 
     def start(self) -> None:
-        self._last = time.process_time()
+        self._last = {}
+        for ident in sys._current_frames():
+            now = self._cpu_of(ident)
+            if now is not None:
+                self._last[ident] = now
         signal.signal(signal.SIGPROF, self._sample)
         signal.setitimer(signal.ITIMER_PROF, SAMPLE_INTERVAL_S, SAMPLE_INTERVAL_S)
 
