@@ -305,7 +305,8 @@ def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -
         )
         + "Cells: failed comparisons / comparisons "
         "(how many of the failures named the slowed function); the spread is max / min - 1 of "
-        "the figure each mode judges (instructions, or CPU seconds) over the unchanged runs.",
+        "the figure each mode judges (instructions, CPU seconds, or the A/B median ratio) over "
+        "the unchanged runs.",
         "",
         "| mode | test | unchanged: false failures | spread of the judged figure, unchanged | "
         "1.2x caught | 1.5x caught |",
