@@ -1,7 +1,7 @@
 """CPU verdicts side by side: how often unchanged code fails (goal: never) and how often an
 injected 1.2x and 1.5x slowdown of one function is caught, naming it (goal: every time), under
-the instruction-count mode and under the stored-time rule. Writes the "CPU verdicts" section
-of docs/benchmarks.md.
+the instruction-count mode, the stored-time rule and the A/B mode against a git ref
+(`--modes ab`). Writes the "CPU verdicts" section of docs/benchmarks.md.
 
     .venv/bin/python benchmarks/verdicts.py                      # 50 / 20 / 20 (instructions)
     build/venv-3.12/bin/python benchmarks/verdicts.py            # per-function names (3.12+)
@@ -12,6 +12,11 @@ numpy, tmp files and json, a worker thread, one under 5 ms), each with its own f
 `slowed_*` whose work grows by SLOW_FACTOR. Each mode saves its baseline once, then every
 comparison is its own pytest process: the unchanged ones first, then the slowdowns, with the
 factor injected into every test's slowed function at once (one function per test).
+
+The A/B mode (`ab`) needs no saved baseline: the suite lives in a temporary git repository with
+a baseline commit (factor 1.0), and each comparison runs `--profile-compare-ref=<baseline
+commit>` from the baseline commit itself (unchanged) or from a commit on top of it that slows
+each test's function by the factor.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -123,6 +129,7 @@ TESTS = {
 MODES = {
     "instructions": ["--profile-measure=instructions"],
     "time": ["--profile", "--profile-memory=no"],  # the stored-time rule, its defaults
+    "ab": ["--profile-memory=no"],  # and --profile-compare-ref=<the baseline commit>
 }
 FAILED = re.compile(r"^FAILED \S+::(\w+) - ", re.MULTILINE)
 
@@ -133,6 +140,7 @@ class Tally:
     failed: dict[str, int] = field(default_factory=dict)
     named: dict[str, int] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
+    ratios: list[dict[str, tuple[float, int]]] = field(default_factory=list)  # the A/B mode
     figures: dict[str, list[float]] = field(default_factory=dict)  # the judged figure per test
 
     def spread(self, test: str) -> str:
@@ -161,6 +169,68 @@ def judge(text: str, tally: Tally) -> None:
             tally.named[name] = tally.named.get(name, 0) + 1
 
 
+def git(work: Path, *args: str) -> str:
+    command = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", *args]
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def fixed_suite(factor: float) -> str:
+    """The suite with its factor in the code, as a commit holds it."""
+    return SUITE.replace('float(os.environ.get("SLOW_FACTOR", "1"))', repr(factor))
+
+
+def run_ab(python: str, work: Path, unchanged: int, detect: int) -> dict[str, Tally]:
+    """The A/B mode: a git repository with a baseline commit; slowed commits on top of it."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    git(work, "init", "-q")
+    (work / "pytest.ini").write_text("[pytest]\n")
+    (work / "test_suite.py").write_text(fixed_suite(1.0))
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "baseline")
+    base = git(work, "rev-parse", "HEAD")
+    plain, plain_s = pytest(work, python, ["-p", "no:scalene"])
+    tallies = {"unchanged": Tally(), "1.2x": Tally(), "1.5x": Tally(), "plain": Tally()}
+    tallies["plain"].seconds.append(plain_s)
+    args = [*MODES["ab"], f"--profile-compare-ref={base}", f"--profile-json={work}/ab.json"]
+    for label, factor, runs in (
+        ("unchanged", 1.0, unchanged),
+        ("1.2x", 1.2, detect),
+        ("1.5x", 1.5, detect),
+    ):
+        if factor != 1.0:
+            git(work, "checkout", "-q", base)
+            (work / "test_suite.py").write_text(fixed_suite(factor))
+            git(work, "commit", "-qam", f"slowed {factor}x")
+        for i in range(runs):
+            text, seconds = pytest(work, python, args)
+            judge(text, tallies[label])
+            tallies[label].seconds.append(seconds)
+            ab = ab_results(work / "ab.json")
+            tallies[label].ratios.append(ab)
+            for test, (ratio, _) in ab.items():  # the figure this mode judges
+                tallies[label].figures.setdefault(test, []).append(ratio)
+            shown = " ".join(f"{t[5:]}={r}x/{n}" for t, (r, n) in sorted(ab.items()))
+            print(f"ab {label} {i + 1}/{runs}: failed {sorted(FAILED.findall(text))} {shown}")
+    return tallies
+
+
+def ab_results(path: Path) -> dict[str, tuple[float, int]]:
+    """Per test: the median paired ratio and the number of pairs it took."""
+    try:
+        tests = json.loads(path.read_text())["tests"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    found = {}
+    for nodeid, test in tests.items():
+        ab = test.get("ab") or {}
+        if "ratio" in ab:
+            found[nodeid.split("::")[-1]] = (ab["ratio"], ab["pairs"])
+    return found
+
+
 def record_figures(path: Path, mode: str, tally: Tally) -> None:
     """The figure each mode judges, per test: instructions, or CPU seconds."""
     try:
@@ -177,6 +247,8 @@ def record_figures(path: Path, mode: str, tally: Tally) -> None:
 
 
 def run_mode(mode: str, python: str, work: Path, unchanged: int, detect: int) -> dict[str, Tally]:
+    if mode == "ab":
+        return run_ab(python, work, unchanged, detect)
     work.mkdir(parents=True, exist_ok=True)
     (work / "test_suite.py").write_text(SUITE)
     (work / "pytest.ini").write_text("[pytest]\n")
@@ -218,15 +290,23 @@ def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -
     version = subprocess.run(
         [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True
     ).stdout.strip()
+    title = "CPU verdicts, A/B against a git ref" if list(results) == ["ab"] else "CPU verdicts"
     lines = [
-        f"## CPU verdicts (Python {'.'.join(version.split('.')[:2])})",
+        f"## {title} (Python {'.'.join(version.split('.')[:2])})",
         "",
         f"`benchmarks/verdicts.py`, Python {version}, {datetime.now(timezone.utc):%Y-%m-%d}, "
         f"{minutes:.0f} min, on this shared 2-core VM. Six tests of different kinds, each with one "
-        "function whose work is multiplied by 1.2 or 1.5; a baseline saved once per mode, then "
-        "each comparison its own pytest process. Cells: failed comparisons / comparisons "
+        "function whose work is multiplied by 1.2 or 1.5; "
+        + (
+            "a git repository with a baseline commit and a slowed commit on top, each "
+            "comparison its own pytest process against the baseline commit. "
+            if list(results) == ["ab"]
+            else "a baseline saved once per mode, then each comparison its own pytest process. "
+        )
+        + "Cells: failed comparisons / comparisons "
         "(how many of the failures named the slowed function); the spread is max / min - 1 of "
-        "the figure each mode judges (instructions, or CPU seconds) over the unchanged runs.",
+        "the figure each mode judges (instructions, CPU seconds, or the A/B median ratio) over "
+        "the unchanged runs.",
         "",
         "| mode | test | unchanged: false failures | spread of the judged figure, unchanged | "
         "1.2x caught | 1.5x caught |",
@@ -242,11 +322,42 @@ def section(results: dict[str, dict[str, Tally]], python: str, minutes: float) -
     lines += ["", "| mode | one comparison (6 tests), median | plain pytest | per test, added |"]
     lines += ["| --- | --- | --- | --- |"]
     for mode, tallies in results.items():
-        runs = sorted(tallies["unchanged"].seconds[1:] or tallies["unchanged"].seconds)
+        saved = 0 if mode == "ab" else 1  # the other modes' first run saves the baseline
+        runs = sorted(tallies["unchanged"].seconds[saved:] or tallies["unchanged"].seconds)
         median = runs[len(runs) // 2]
         plain = tallies["plain"].seconds[0]
         lines.append(f"| {mode} | {median:.1f} s | {plain:.1f} s | {(median - plain) / 6:.2f} s |")
+    if "ab" in results:
+        lines += ["", *ab_table(results["ab"])]
     return "\n".join(lines) + "\n"
+
+
+def ab_table(tallies: dict[str, Tally]) -> list[str]:
+    """The A/B mode's medians of paired ratios: the highest on unchanged code, the lowest on
+    slowed code, and the pairs each comparison took (the sequential rule stops early)."""
+    lines = [
+        "A/B mode, per test: the median of its paired CPU-time ratios (current / baseline) in "
+        "each comparison, and the pairs it took (10 to 40).",
+        "",
+        "| test | unchanged: highest | unchanged: pairs (median) | 1.2x: lowest | 1.5x: lowest |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+
+    def values(label: str, test: str) -> list[tuple[float, int]]:
+        return [run[test] for run in tallies[label].ratios if test in run]
+
+    for test in TESTS:
+        same = values("unchanged", test)
+        pairs = sorted(n for _, n in same)
+        cells = [
+            f"{max(r for r, _ in same):.3f}" if same else "-",
+            str(pairs[len(pairs) // 2]) if pairs else "-",
+        ]
+        for label in ("1.2x", "1.5x"):
+            slowed = values(label, test)
+            cells.append(f"{min(r for r, _ in slowed):.3f}" if slowed else "-")
+        lines.append(f"| `{test}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _load(path: Path) -> dict[str, dict[str, Tally]]:
@@ -263,6 +374,8 @@ def main() -> int:
     parser.add_argument("--detect", type=int, default=20)
     parser.add_argument("--time-unchanged", type=int, default=20, help="the stored-time rule")
     parser.add_argument("--time-detect", type=int, default=10)
+    parser.add_argument("--ab-unchanged", type=int, default=50, help="the A/B mode")
+    parser.add_argument("--ab-detect", type=int, default=20)
     parser.add_argument("--modes", default="instructions,time")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
@@ -278,17 +391,26 @@ def main() -> int:
     kept = args.work / f"results-{version}.json"
     results = _load(kept)
     for mode in args.modes.split(","):
-        counts = (
-            (args.unchanged, args.detect)
-            if mode == "instructions"
-            else (args.time_unchanged, args.time_detect)
-        )
+        counts = {
+            "instructions": (args.unchanged, args.detect),
+            "ab": (args.ab_unchanged, args.ab_detect),
+        }.get(mode, (args.time_unchanged, args.time_detect))
         results[mode] = run_mode(mode, args.python, args.work / f"{mode}-{version}", *counts)
     kept.write_text(
         json.dumps({m: {k: asdict(t) for k, t in r.items()} for m, r in results.items()})
     )
-    text = section(results, args.python, (time.perf_counter() - started) / 60)
-    write_section(args.out, text, f"{SECTION}-{version}")  # one block per interpreter
+    minutes = (time.perf_counter() - started) / 60
+    # One block per interpreter, and the A/B mode's apart (it needs a git repository).
+    ran = args.modes.split(",")
+    text = ""
+    if any(mode != "ab" for mode in ran):
+        timed = {m: r for m, r in results.items() if m != "ab"}
+        text = section(timed, args.python, minutes)
+        write_section(args.out, text, f"{SECTION}-{version}")
+    if "ab" in ran:
+        ab_text = section({"ab": results["ab"]}, args.python, minutes)
+        write_section(args.out, ab_text, f"{SECTION}-ab-{version}")
+        text += ab_text
     print(text)
     return 0
 

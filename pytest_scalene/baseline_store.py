@@ -15,6 +15,7 @@ import json
 import linecache
 import math
 import os
+import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -48,6 +49,11 @@ class LineEntry:
     text: str  # normalised source text (see normalise)
     line: int  # the line number when recorded (for messages only)
     metrics: dict[str, float]
+    # What the line's CPU figure rests on, so that a verdict can weigh its sampling error: its
+    # share of the test's CPU time and the number of samples behind it (None in files saved
+    # before they were recorded). Information only: not compared, not part of equality.
+    share: float | None = field(default=None, compare=False)
+    samples: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,12 @@ class TestEntry:
     # Where each function is shown in messages: its hottest sampled line, else its def line.
     # Not stored: only the current run's entry has it.
     function_lines: dict[str, str] = field(default_factory=dict, compare=False)
+    # The CPU time as a distribution over the timed runs (min, median, p90, span_s: the wall
+    # time the runs added up to, runs), and the git commit the entry was saved from ("" when
+    # not in a git repository; "+dirty" when tracked files had uncommitted changes). Recorded
+    # for information; absent from older files; not part of equality.
+    cpu: dict[str, float] = field(default_factory=dict, compare=False)
+    commit: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -91,7 +103,23 @@ def _source_line(rootdir: str, file: str, line: int) -> str:
     return normalise(linecache.getline(path, line))
 
 
-def entry_from_profile(profile: TestProfile, rootdir: str) -> TestEntry:
+def cpu_distribution(profile: TestProfile) -> dict[str, float]:
+    """min, median, p90 of the timed runs' CPU seconds (repeat.CPU_RUNS_KEY; one run: its
+    own), their span (wall seconds the runs added up to) and their number."""
+    runs = profile.extra.get("cpu_runs")
+    times = sorted(float(t) for t in runs) if isinstance(runs, list) and runs else []
+    times = times or [profile.cpu_s]
+    span = profile.extra.get("cpu_runs_span_s", profile.elapsed_s)
+    return {
+        "min": round(times[0], DIGITS),
+        "median": round(statistics.median(times), DIGITS),
+        "p90": round(times[min(len(times) - 1, math.ceil(0.9 * len(times)) - 1)], DIGITS),
+        "span_s": round(float(span), DIGITS),
+        "runs": len(times),
+    }
+
+
+def entry_from_profile(profile: TestProfile, rootdir: str, commit: str = "") -> TestEntry:
     """The compared metrics of a test and of each line that has any of them."""
     metrics = {m.name: round(v, DIGITS) for m in COMPARED if (v := m.of_test(profile)) is not None}
     lines = []
@@ -103,7 +131,18 @@ def entry_from_profile(profile: TestProfile, rootdir: str) -> TestEntry:
         if values:
             offset = key.line - stats.function_line if stats.function_line else key.line
             text = _source_line(rootdir, key.file, key.line)
-            lines.append(LineEntry(key.file, key.function, offset, text, key.line, values))
+            share = stats.cpu_s / profile.cpu_s if profile.cpu_s > 0 and stats.cpu_s else None
+            entry = LineEntry(
+                key.file,
+                key.function,
+                offset,
+                text,
+                key.line,
+                values,
+                None if share is None else round(share, 4),
+                stats.samples if share is not None else None,
+            )
+            lines.append(entry)
     lines.sort(key=lambda e: (e.file, e.function, e.offset, e.text))
     functions = _int_dict(profile.extra.get("instructions_functions"))
     environment = profile.extra.get("instructions_environment")
@@ -114,6 +153,8 @@ def entry_from_profile(profile: TestProfile, rootdir: str) -> TestEntry:
         functions,
         {str(k): str(v) for k, v in environment.items()} if isinstance(environment, dict) else {},
         {name: _function_line(profile, rootdir, name) for name in functions},
+        cpu_distribution(profile),
+        commit,
     )
 
 
@@ -183,6 +224,8 @@ def to_dict(baseline: ModuleBaseline) -> dict[str, Any]:
                 "elapsed_s": entry.elapsed_s,
                 "metrics": entry.metrics,
                 **_instructions_dict(entry),
+                **({"cpu": entry.cpu} if entry.cpu else {}),
+                **({"commit": entry.commit} if entry.commit else {}),
                 "lines": [
                     {
                         "file": e.file,
@@ -191,6 +234,8 @@ def to_dict(baseline: ModuleBaseline) -> dict[str, Any]:
                         "text": e.text,
                         "line": e.line,
                         "metrics": e.metrics,
+                        **({"share": e.share} if e.share is not None else {}),
+                        **({"samples": e.samples} if e.samples is not None else {}),
                     }
                     for e in entry.lines
                 ],
@@ -270,7 +315,9 @@ class _Reader:
 
     def line(self, value: Any, where: str) -> LineEntry:
         keys = ("file", "function", "offset", "text", "line", "metrics")
-        data = self.obj(value, where, keys)
+        data = self.obj(value, where, keys, ("share", "samples"))
+        share = data.get("share")
+        samples = data.get("samples")
         return LineEntry(
             file=self.string(data["file"], f"{where}.file"),
             function=self.string(data["function"], f"{where}.function"),
@@ -278,10 +325,13 @@ class _Reader:
             text=self.string(data["text"], f"{where}.text"),
             line=self.integer(data["line"], f"{where}.line", 0),
             metrics=self.metrics(data["metrics"], f"{where}.metrics"),
+            share=None if share is None else self.number(share, f"{where}.share"),
+            samples=None if samples is None else self.integer(samples, f"{where}.samples", 0),
         )
 
     def test(self, value: Any, where: str) -> TestEntry:
-        data = self.obj(value, where, ("elapsed_s", "metrics", "lines"), ("instructions",))
+        optional = ("instructions", "cpu", "commit")
+        data = self.obj(value, where, ("elapsed_s", "metrics", "lines"), optional)
         lines = data["lines"]
         if not isinstance(lines, list):
             raise self.fail(f"{where}.lines", f"expected a list, got {_kind(lines)}")
@@ -302,6 +352,8 @@ class _Reader:
             self.number(data["elapsed_s"], f"{where}.elapsed_s"),
             functions,
             environment,
+            cpu=self.metrics(data.get("cpu", {}), f"{where}.cpu"),
+            commit=self.string(data.get("commit", ""), f"{where}.commit"),
         )
 
     def module(self, value: Any) -> ModuleBaseline:

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from . import baseline_store, markdown_report, xdist_bridge
+from .ab.git_tree import saved_from
+from .ab.plugin import AB_KEY, verdict_of
 from .atomic_write import write_text_atomic
 from .baseline_keep import within_noise
 from .budgets import MARKER, Budget, BudgetError, check, parse_marks
@@ -223,6 +225,8 @@ class GatePlugin:
                         "line": result.line,
                     }
                 )
+            if isinstance(found := profile.extra.get(AB_KEY), dict):
+                verdicts += [v for v in [verdict_of(found)] if v is not None]
             if self.options.compare:
                 verdicts += self._compare(profile, budget)
                 if CLEARED_KEY in item.stash:
@@ -350,8 +354,9 @@ class GatePlugin:
 
     def _save_baselines(self, session: pytest.Session) -> None:
         tests = self.profiler.session.tests
+        commit = saved_from(Path(self.rootdir))
         entries = {
-            nodeid: baseline_store.entry_from_profile(profile, self.rootdir)
+            nodeid: baseline_store.entry_from_profile(profile, self.rootdir, commit)
             for nodeid, profile in sorted(tests.items())
             if profile.outcome == "passed"
         }
@@ -396,6 +401,9 @@ class GatePlugin:
             baseline = profile.extra.get("baseline")
             if isinstance(baseline, dict):
                 lines += [f"{nodeid}: {note}" for note in baseline.get("notes", [])]
+            ab = profile.extra.get(AB_KEY)
+            if isinstance(ab, dict) and "note" in ab:
+                lines.append(f"{nodeid}: A/B against {ab['ref']}: {ab['note']}")
         if len(lines) > MAX_NOTES and not wants_details(
             self.config
         ):  # thousands of tests: a screen

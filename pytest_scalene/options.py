@@ -262,6 +262,14 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         "1e-5, catches a 1.1x change even in a 1 ms test; needs valgrind)",
     )
     add(
+        "--profile-compare-ref",
+        metavar="REF",
+        default=None,
+        help="fail tests whose call got slower than at git REF (e.g. origin/main): REF checked "
+        "out in a git worktree, both versions run alternately in two worker sessions, judged "
+        "on the median of paired CPU-time ratios (docs/baselines.md)",
+    )
+    add(
         "--profile-repeat",
         type=_repeat,
         default=Repeat(),
@@ -326,6 +334,7 @@ class ProfileOptions:
                 or opt("--profile-save-baseline")
                 or opt("--profile-compare")
                 or opt("--profile-history-compare")
+                or opt("--profile-compare-ref")
             ),
             interval_s=opt("--profile-interval"),
             clock=opt("--profile-clock"),
@@ -353,6 +362,7 @@ class GateOptions:
     fail_on_leak: bool
     max_copy_mb_s: float | None
     measure: str = "time"
+    compare_ref: str | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GateOptions:
@@ -368,4 +378,5 @@ class GateOptions:
             fail_on_leak=bool(opt("--profile-fail-on-leak")),
             max_copy_mb_s=opt("--profile-max-copy-mb-s"),
             measure=opt("--profile-measure"),
+            compare_ref=opt("--profile-compare-ref") or None,
         )

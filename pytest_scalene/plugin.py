@@ -21,6 +21,7 @@ from . import (
     terminal_summary,
     xdist_relay,
 )
+from .ab import plugin as ab_plugin
 from .gate_hooks import PLUGIN_NAME, GatePlugin
 from .gpu_sampler import GpuSetup
 from .history.options import HistoryOptions
@@ -84,6 +85,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--profile-measure=instructions: {problem}")
     instructions = counts.InstructionCounts(config, profiler, gate_options.measure)
     config.pluginmanager.register(instructions, counts.PLUGIN_NAME)  # valgrind, when needed
+    if gate_options.compare_ref and not hasattr(config, "workerinput"):
+        setup = ab_plugin.check(config, gate_options.compare_ref)  # a bad ref: a usage error
+        ab = ab_plugin.CompareRef(config, profiler, setup)
+        config.pluginmanager.register(ab, ab_plugin.PLUGIN_NAME)  # A/B runs after collection
     gates = GatePlugin(config, profiler, gate_options)
     config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
     history = HistoryOptions.from_config(config)

@@ -30,6 +30,8 @@ from .profiler import Profiler
 
 _CPU_FIELDS = ("cpu_python_s", "cpu_native_s", "cpu_system_s", "samples")
 SKIPPED = "cpu_sampling_skipped"
+CPU_RUNS_KEY = "cpu_runs"  # TestProfile.extra: the CPU seconds of each timed run
+CPU_RUNS_SPAN_KEY = "cpu_runs_span_s"  # and the wall seconds those runs added up to
 
 
 def _counted_extra(first: LineStats | None, other: LineStats) -> dict[str, Any]:
@@ -67,6 +69,11 @@ def combine_runs(runs: list[TestProfile], warmup: bool = True) -> TestProfile:
             extra=_counted_extra(counted, cpu),
         )
     merged.extra["repeat"] = len(runs)
+    # Every timed run's CPU time, for the baseline's distribution (baseline_store.cpu_distribution)
+    earlier = [] if warmup else first.extra.get(CPU_RUNS_KEY, [first.cpu_s])
+    merged.extra[CPU_RUNS_KEY] = [*earlier, *(round(r.cpu_s, 6) for r in runs[1:])]
+    span = 0.0 if warmup else first.extra.get(CPU_RUNS_SPAN_KEY, first.elapsed_s)
+    merged.extra[CPU_RUNS_SPAN_KEY] = round(span + sum(r.elapsed_s for r in runs[1:]), 6)
     return merged
 
 

@@ -228,3 +228,38 @@ line_entries = st.builds(
 def test_any_valid_baseline_round_trips(tests):
     baseline = ModuleBaseline(MODULE, 0.01, "cpu", 1, tests)
     assert store.loads(store.dumps(baseline), Path("b.json")) == baseline
+
+
+def test_the_cpu_distribution_commit_and_line_shares_are_recorded_and_read_back(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / MODULE).write_text("def load_frame(path):\n    x = 1\n    frame = read(path)\n")
+    profile = TestProfile(f"{MODULE}::test_load", elapsed_s=1.0, cpu_python_s=0.4)
+    profile.extra.update(cpu_runs=[0.5, 0.4, 0.45, 0.9, 0.42], cpu_runs_span_s=2.5)
+    stats = profile.line(LineKey(MODULE, 3, "load_frame"), function_line=1)
+    stats.cpu_python_s, stats.samples = 0.3, 30
+    entry = store.entry_from_profile(profile, str(tmp_path), "abc123")
+    assert entry.cpu == {"min": 0.4, "median": 0.45, "p90": 0.9, "span_s": 2.5, "runs": 5}
+    assert entry.commit == "abc123"
+    assert (entry.lines[0].share, entry.lines[0].samples) == (0.75, 30)
+    baseline = ModuleBaseline(MODULE, 0.01, "cpu", 5, {f"{MODULE}::test_load": entry})
+    back = store.loads(store.dumps(baseline), "b.json").tests[f"{MODULE}::test_load"]
+    assert (back.cpu, back.commit) == (entry.cpu, "abc123")
+    assert (back.lines[0].share, back.lines[0].samples) == (0.75, 30)
+    single = TestProfile(f"{MODULE}::test_one", elapsed_s=0.3, cpu_python_s=0.2)
+    assert store.entry_from_profile(single, str(tmp_path)).cpu == {
+        "min": 0.2,
+        "median": 0.2,
+        "p90": 0.2,
+        "span_s": 0.3,
+        "runs": 1,
+    }
+
+
+def test_files_without_the_distribution_commit_or_shares_are_read_and_rewritten_alike(tmp_path):
+    text = store.dumps(sample())  # the format before these keys: none of them
+    assert '"cpu": {' not in text and "commit" not in text and "share" not in text
+    assert store.dumps(store.loads(text, "old.json")) == text
+    bad = json.loads(store.dumps(sample()))
+    bad["tests"][f"{MODULE}::test_load"]["lines"][0]["samples"] = -1
+    with pytest.raises(BaselineError, match=r"lines\[0\]\.samples: expected a whole number"):
+        store.loads(json.dumps(bad), "bad.json")

@@ -14,6 +14,10 @@ from typing import Any
 import pytest
 
 from pytest_scalene import budgets, comparison, gate_hooks, leaks, options
+from pytest_scalene.ab import pairs as ab_pairs
+from pytest_scalene.ab import plugin as ab_plugin
+from pytest_scalene.ab import session as ab_session
+from pytest_scalene.ab import verdict as ab_verdict
 from pytest_scalene.baseline_store import BASELINE_SCHEMA
 from pytest_scalene.gates import COMPARED, METRICS
 from pytest_scalene.model import SCHEMA_VERSION, LineKey
@@ -242,6 +246,18 @@ def _strings(node: ast.AST, constants: dict[str, str], loops: dict[str, list]) -
     raise AssertionError(f"cannot tell which key {ast.unparse(node)} writes into extra")
 
 
+def _ab_keys() -> set[str]:
+    """The keys of the `ab` object, judged and not judged, as the A/B plugin writes them."""
+    setup = ab_session.Setup(root=ROOT, rootdir=ROOT, commit="0" * 40, ref="main")
+    growth = ab_verdict.LineGrowth("lib.py", "slowed", 8, 1.0, 1.4)
+    judged = ab_pairs.Outcome("t.py::t", "fail", "", [1.3] * 10, [1.0] * 10, [1.3] * 10, 1)
+    judged.growth, judged.first_ratio = [growth], 1.31
+    noted = ab_pairs.Outcome("t.py::u", note="not judged: the test exists on one side only")
+    results = [ab_plugin.result_of(o, setup) for o in (judged, noted)]
+    assert ab_plugin.verdict_of(results[0]) is not None
+    return _keys(results, set())
+
+
 def _leak_entry_keys() -> set[str]:
     evidence = leaks.LineEvidence(LineKey("a.py", 3, "f"), mallocs=40, frees=0, grown_mb=50.0)
     entries = leaks.report([evidence], grew=True, elapsed_s=1.0)
@@ -293,7 +309,9 @@ def test_every_key_of_a_real_profile_is_documented_and_every_documented_key_exis
     missing = sorted(written - _documented_keys(doc))
     assert not missing, f"keys in a real profile but not in docs/json-schema.md: {missing}"
 
-    known = written | _extra_keys() | _leak_entry_keys()
+    ab = _ab_keys()  # --profile-compare-ref needs a git repository: its keys from the code
+    assert not sorted(ab - _documented_keys(doc)), "A/B keys missing in docs/json-schema.md"
+    known = written | _extra_keys() | _leak_entry_keys() | ab
     stale = sorted(_documented_keys(doc) - known)
     assert not stale, f"docs/json-schema.md documents keys the plugin never writes: {stale}"
 

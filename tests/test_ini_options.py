@@ -40,6 +40,7 @@ INI = {
     "profile_baseline_dir": ("perf/base", "'perf/base'"),
     "profile_repeat": ("0.05s", "Repeat(runs=1, seconds=0.05)"),
     "profile_measure": ("time", "'time'"),
+    "profile_compare_ref": ("HEAD", "'HEAD'"),  # the directory is made a git repository
     "profile_regression": ("10%", "0.1"),
     "profile_markdown": ("summary.md", "PosixPath('summary.md')"),
     "profile_fail_on_leak": ("true", "True"),
@@ -68,6 +69,10 @@ def _options(directory: Path, *args: str) -> dict[str, str]:
     directory.joinpath("test_show.py").write_text(SHOW.format(dests=sorted(INI)))
     ini = "".join(f"{dest} = {value}\n" for dest, (value, _) in INI.items())
     directory.joinpath("pytest.ini").write_text("[pytest]\n" + ini)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=directory, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=directory, check=True)
+    subprocess.run([*git, "commit", "-qm", "profile_compare_ref"], cwd=directory, check=True)
     command = [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", *args]
     done = subprocess.run(
         command, cwd=directory, env=outside_xdist(), capture_output=True, text=True

@@ -1,0 +1,235 @@
+"""Two long-lived worker sessions (worker.py), one per tree, and the paired runs: for each test,
+setup on both sides, one warm-up run each, then pairs of runs alternating which side goes first,
+until the sequential rule (verdict.py) decides. A worker that dies, hangs or fails a test makes
+a note, never a hang: every reply has a timeout."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import verdict, worker
+
+STARTUP_TIMEOUT_S = 300.0  # collection can import a lot
+SETUP_TIMEOUT_S = 300.0
+RUN_TIMEOUT_FLOOR_S = 60.0  # a run may take this long, or 20x its warm-up, whichever is more
+TARGET_RUN_S = 0.02  # a test faster than this is called several times per measured run
+MAX_INNER = 200
+HASH_SEED = "0"
+
+
+class WorkerError(Exception):
+    """A worker died, hung, or answered nonsense."""
+
+
+@dataclass
+class Side:
+    name: str  # "baseline" or "current"
+    tree: Path  # where its code is
+    rootdir: Path
+    tests: dict[str, str] = field(default_factory=dict)  # nodeid -> setup key
+    modules: dict[str, str] = field(default_factory=dict)  # top-level module -> its file
+    collection_errors: int = 0
+
+
+class WorkerProcess:
+    """One worker session; `request` sends a command and waits for its reply."""
+
+    def __init__(
+        self, side: Side, files: Sequence[str], wanted: Sequence[str], args: Sequence[str]
+    ) -> None:
+        self.side = side
+        self.tmp = tempfile.TemporaryDirectory(prefix=f"pytest-scalene-ab-{side.name}-")
+        wanted_path = Path(self.tmp.name) / "wanted.json"
+        wanted_path.write_text(json.dumps(sorted(wanted)), encoding="utf-8")
+        self.log_path = Path(self.tmp.name) / "output.txt"
+        self.log: TextIO = open(self.log_path, "w", encoding="utf-8")  # noqa: SIM115
+        to_child, self.to_worker = os.pipe()
+        self.from_worker, from_child = os.pipe()
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # no allocator shim
+        env.update(
+            {
+                worker.FDS_ENV: f"{to_child},{from_child}",
+                worker.WANTED_ENV: str(wanted_path),
+                worker.TREE_ENV: str(side.tree),
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONHASHSEED": HASH_SEED,  # the same string hashes on both sides
+            }
+        )
+        launcher = (
+            "import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('pytest_scalene_ab_worker', "
+            f"{str(Path(worker.__file__).resolve())!r})\n"
+            "module = importlib.util.module_from_spec(spec)\n"
+            "sys.modules[spec.name] = module\n"
+            "spec.loader.exec_module(module)\n"
+            "import pytest\n"
+            "sys.exit(pytest.main(sys.argv[1:], plugins=[module]))\n"
+        )
+        command = [
+            sys.executable,
+            "-c",
+            launcher,
+            "-p",
+            "no:scalene",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--no-header",
+            f"--rootdir={side.rootdir}",
+            f"--basetemp={Path(self.tmp.name) / 'basetemp'}",
+            *args,
+            *files,
+        ]
+        self.buffer = b""
+        self.process = subprocess.Popen(
+            command,
+            cwd=side.rootdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(to_child, from_child),
+        )
+        os.close(to_child)
+        os.close(from_child)
+
+    def output_tail(self, chars: int = 1500) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")[-chars:].strip()
+        except OSError:
+            return ""
+
+    def receive(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerError(
+                    f"the {self.side.name} worker did not answer in {timeout_s:.0f} s"
+                )
+            ready, _, _ = select.select([self.from_worker], [], [], min(left, 1.0))
+            if not ready:
+                if self.process.poll() is not None:
+                    break
+                continue
+            chunk = os.read(self.from_worker, 65536)
+            if not chunk:
+                break
+            self.buffer += chunk
+        if b"\n" not in self.buffer:
+            status = self.process.wait(timeout=30)
+            raise WorkerError(
+                f"the {self.side.name} worker ended (exit status {status}); its output ends "
+                f"with:\n{self.output_tail()}"
+            )
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        data = (json.dumps(message) + "\n").encode()
+        try:
+            os.write(self.to_worker, data)
+        except OSError:
+            raise WorkerError(f"the {self.side.name} worker is gone") from None
+        return self.receive(timeout_s)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.to_worker, b'{"cmd": "quit"}\n')
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for fd in (self.to_worker, self.from_worker):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.log.close()
+        self.tmp.cleanup()
+
+
+@dataclass
+class Outcome:
+    """One test's comparison: a verdict, or a note saying why it was not judged."""
+
+    nodeid: str
+    verdict: str | None = None  # "pass" | "fail" | None (not judged)
+    note: str = ""
+    ratios: list[float] = field(default_factory=list)
+    baseline_cpu_s: list[float] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)
+    inner: int = 1
+    growth: list[verdict.LineGrowth] = field(default_factory=list)
+    first_ratio: float | None = None  # a slower first reading, confirmed (or not) by this one
+
+
+def _runs_ok(replies: Sequence[dict[str, Any]], sides: Sequence[str]) -> str:
+    for reply, name in zip(replies, sides, strict=True):
+        if reply.get("outcome") != "passed":
+            return f"it {reply.get('outcome')} on the {name} side ({reply.get('error', '')})"
+    return ""
+
+
+def _pin(workers: Sequence[WorkerProcess], cpu: int) -> None:
+    for w in workers:
+        with contextlib.suppress(OSError):  # the worker is gone: its next reply says so
+            os.sched_setaffinity(w.process.pid, {cpu})
+
+
+def compare_test(
+    nodeid: str, following: str | None, base: WorkerProcess, cur: WorkerProcess
+) -> Outcome:
+    """Pairs of runs of `nodeid` until the rule decides. WorkerError propagates."""
+    outcome = Outcome(nodeid)
+    pair = (base, cur)
+    names = ("baseline", "current")
+    setups = [w.request({"cmd": "setup", "nodeid": nodeid}, SETUP_TIMEOUT_S) for w in pair]
+    try:
+        problem = _runs_ok(setups, [f"{n} side's setup; the" for n in names])
+        if problem:
+            outcome.note = f"not judged: its setup did not pass ({problem})"
+            return outcome
+        warm = [w.request({"cmd": "run", "inner": 1}, STARTUP_TIMEOUT_S) for w in pair]
+        if problem := _runs_ok(warm, names):
+            outcome.note = f"not judged: {problem}"
+            return outcome
+        fastest = max(min(r["cpu_s"] for r in warm), 1e-6)
+        outcome.inner = inner = max(1, min(MAX_INNER, math.ceil(TARGET_RUN_S / fastest)))
+        timeout = max(RUN_TIMEOUT_FLOOR_S, 20 * inner * max(r["cpu_s"] for r in warm))
+        for w in pair:  # the warm-up's samples are not pooled
+            w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)
+        decided = None
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        while decided is None:
+            n = len(outcome.ratios)
+            if cpus:  # both runs of a pair on one CPU: a busier CPU must not favour one side
+                _pin(pair, cpus[(n // 2) % len(cpus)])
+            order = pair if n % 2 == 0 else pair[::-1]
+            replies = {id(w): w.request({"cmd": "run", "inner": inner}, timeout) for w in order}
+            base_run, cur_run = replies[id(base)], replies[id(cur)]
+            if problem := _runs_ok((base_run, cur_run), names):
+                outcome.note = f"not judged: {problem}"
+                return outcome
+            outcome.baseline_cpu_s.append(base_run["cpu_s"] / inner)
+            outcome.cpu_s.append(cur_run["cpu_s"] / inner)
+            outcome.ratios.append(cur_run["cpu_s"] / max(base_run["cpu_s"], 1e-9))
+            decided = verdict.decide(outcome.ratios)
+        outcome.verdict = decided
+        lines = [w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)["lines"] for w in pair]
+        outcome.growth = verdict.most_growth(lines[0], lines[1])
+        return outcome
+    finally:
+        for w in pair:
+            w.request({"cmd": "teardown", "next": following}, SETUP_TIMEOUT_S)

@@ -1,0 +1,183 @@
+"""The pytest side of `--profile-compare-ref=REF`: after collection, the profiled tests are
+compared with REF's version in alternating runs (session.py); each test's result goes on its
+profile (extra["ab"]) before the gates judge its call phase (gate_hooks.py turns it into a
+verdict)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..budgets import MARKER
+from ..instructions.runner import kept_arguments
+from ..profiler import Profiler
+from . import git_tree, pairs, verdict
+from . import session as ab_session
+
+PLUGIN_NAME = "pytest-scalene-ab"
+AB_KEY = "ab"  # profile.extra: the test's A/B comparison (docs/json-schema.md)
+
+
+def check(config: pytest.Config, ref: str) -> ab_session.Setup:
+    """The setup for comparing with `ref`, or a usage error naming what is wrong."""
+    where = "--profile-compare-ref"
+    try:
+        root = git_tree.repository_root(Path(config.rootpath))
+        commit = git_tree.resolve(root, ref)
+    except git_tree.GitError as exc:
+        raise pytest.UsageError(f"{where}={ref}: {exc}") from None
+    if not Path(config.rootpath).resolve().is_relative_to(root):
+        raise pytest.UsageError(
+            f"{where}={ref}: pytest's rootdir {config.rootpath} is outside the git repository "
+            f"{root}: run pytest from inside the repository (or pass --rootdir)"
+        )
+    if (
+        hasattr(config, "workerinput")
+        or config.pluginmanager.has_plugin("xdist")
+        and (getattr(config.option, "numprocesses", None))
+    ):
+        raise pytest.UsageError(f"{where} runs its own workers: run it without -n (pytest-xdist)")
+    return ab_session.Setup(
+        root=root,
+        rootdir=Path(config.rootpath).resolve(),
+        commit=commit,
+        ref=ref,
+        args=kept_arguments(config.invocation_params.args),
+        inipath=config.inipath,
+    )
+
+
+def result_of(outcome: pairs.Outcome, setup: ab_session.Setup) -> dict[str, Any]:
+    found: dict[str, Any] = {"ref": setup.ref, "commit": setup.commit}
+    if outcome.verdict is None:
+        found["note"] = outcome.note
+        return found
+    n = len(outcome.ratios)
+    found.update(
+        {
+            "verdict": outcome.verdict,
+            "ratio": round(verdict.median_ratio(outcome.ratios), 4),
+            "fails_above": verdict.threshold_at(n),
+            "pairs": n,
+            "ratios": [round(r, 4) for r in outcome.ratios],
+            "first_ratio": None if outcome.first_ratio is None else round(outcome.first_ratio, 4),
+            "calls_per_run": outcome.inner,
+            "baseline_cpu_s": round(verdict.median_ratio(outcome.baseline_cpu_s), 6),
+            "cpu_s": round(verdict.median_ratio(outcome.cpu_s), 6),
+        }
+    )
+    found["lines"] = [
+        {
+            "file": g.file,
+            "function": g.function,
+            "line": g.line,
+            "baseline_cpu_s": g.baseline_cpu_s,
+            "cpu_s": g.cpu_s,
+        }
+        for g in outcome.growth
+    ]
+    return found
+
+
+class CompareRef:
+    def __init__(self, config: pytest.Config, profiler: Profiler, setup: ab_session.Setup) -> None:
+        self.config = config
+        self.profiler = profiler
+        self.setup = setup
+        self.results: dict[str, dict[str, Any]] = {}
+
+    def _profiled(self, item: pytest.Item) -> bool:
+        return self.profiler.options.enabled or item.get_closest_marker(MARKER) is not None
+
+    @pytest.hookimpl(trylast=True)  # after other plugins deselect
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        nodeids = [item.nodeid for item in session.items if self._profiled(item)]
+        if not nodeids:
+            return
+        reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
+        short = self.setup.commit[:12]
+
+        def say(text: str) -> None:
+            if reporter is not None:
+                reporter.ensure_newline()
+                reporter.write_line(f"pytest-scalene: {text}")
+
+        say(
+            f"comparing {len(nodeids)} test(s) with {self.setup.ref} ({short}) in alternating "
+            "runs of both versions..."
+        )
+        started = time.perf_counter()
+        try:
+            found = ab_session.run(self.setup, nodeids)
+        except (ab_session.SameCodeError, git_tree.GitError) as exc:
+            raise pytest.UsageError(
+                f"--profile-compare-ref={self.setup.ref}: {exc}. Both sides must run their own "
+                "version of the code: make the code under test importable from each tree (a "
+                "flat layout, or `pythonpath = src` in the pytest configuration) rather than "
+                "from an installed copy (pip install without -e)"
+                if isinstance(exc, ab_session.SameCodeError)
+                else f"--profile-compare-ref={self.setup.ref}: {exc}"
+            ) from None
+        for nodeid in nodeids:
+            outcome = found.outcomes.get(nodeid)
+            if outcome is None:
+                outcome = pairs.Outcome(nodeid, note=f"not judged: {found.problem}")
+            self.results[nodeid] = result_of(outcome, self.setup)
+        failed = sum(r.get("verdict") == "fail" for r in self.results.values())
+        notes = sum("note" in r for r in self.results.values())
+        say(
+            f"compared with {self.setup.ref} in {time.perf_counter() - started:.1f} s: "
+            f"{failed} slower, {notes} not judged"
+            + (f" ({found.problem})" if found.problem else "")
+        )
+
+    @pytest.hookimpl(tryfirst=True)  # before the gates judge the call phase's report
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        if call.when != "call" or item.nodeid not in self.results:
+            return
+        profile = self.profiler.session.tests.get(item.nodeid)
+        if profile is not None:
+            profile.extra[AB_KEY] = self.results[item.nodeid]
+
+
+def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The gates' verdict for a test's A/B result (None for a note)."""
+    if "verdict" not in result:
+        return None
+    ratio, limit = result["ratio"], result["fails_above"]
+    against = f"{result['ref']} ({result['commit'][:12]})"
+    lines = result.get("lines") or []
+    where = None
+    growth = ""
+    if lines:
+        shown = [
+            f"{g['file']}:{g['line']} {g['function']}: {g['baseline_cpu_s']:.3g} s -> "
+            f"{g['cpu_s']:.3g} s"
+            for g in lines
+        ]
+        where = f"{lines[0]['file']}:{lines[0]['line']} {lines[0]['function']}"
+        growth = (
+            f"; most growth at {shown[0]}"
+            + "".join(f", then at {s}" for s in shown[1:])
+            + f" (sampled CPU over {result['pairs']} runs of each side)"
+        )
+    passed = result["verdict"] == "pass"
+    head = "CPU time within" if passed else "CPU time regressed against"
+    message = (
+        f"{head} {against}: {result['cpu_s']:.4g} s vs {result['baseline_cpu_s']:.4g} s per "
+        f"call, median of {result['pairs']} paired ratios {ratio:.3f}x (fails above "
+        f"{limit:.2f}x){growth}"
+    )
+    return {
+        "kind": "regression",
+        "metric": "cpu_s",
+        "limit": result["baseline_cpu_s"] * limit,
+        "baseline": result["baseline_cpu_s"],
+        "value": result["cpu_s"],
+        "passed": passed,
+        "message": message,
+        "line": where,
+    }

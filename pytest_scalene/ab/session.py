@@ -1,0 +1,178 @@
+"""One A/B comparison of a set of tests against a git ref: the ref checked out in a worktree
+(git_tree.py), a worker session in each tree (pairs.py), the check that each side imports the
+code under test from its own tree, then each test compared in turn.
+
+A test that reads slower is measured again in two fresh worker processes and fails only if it
+reads slower there too. Tests that exist on one side only, whose setup (the source of their
+fixtures) differs between the trees, or that fail or skip on either side are notes, never
+verdicts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import git_tree, pairs, verdict
+from .worker import _SKIP_PARTS
+
+
+class SameCodeError(Exception):
+    """Both sides would import the code under test from the same place."""
+
+
+@dataclass
+class Setup:
+    root: Path  # the repository's top
+    rootdir: Path  # pytest's rootdir, inside root
+    commit: str
+    ref: str
+    args: Sequence[str] = ()  # options kept for the workers (collection, plugins, ini)
+    inipath: Path | None = None
+
+
+@dataclass
+class Result:
+    outcomes: dict[str, pairs.Outcome] = field(default_factory=dict)
+    problem: str = ""  # why nothing could be compared
+
+
+def _inside(path: str, tree: Path) -> bool:
+    try:
+        rel = Path(os.path.realpath(path)).relative_to(tree.resolve())
+    except ValueError:
+        return False
+    return not any(part in _SKIP_PARTS for part in rel.parts)
+
+
+def _defined_in(tree: Path, name: str) -> bool:
+    """The tree holds the source of top-level module `name` (flat or src layout)."""
+    for base in (tree, tree / "src"):
+        if (base / name / "__init__.py").is_file() or (base / f"{name}.py").is_file():
+            return True
+    return False
+
+
+def same_code(sides: Sequence[pairs.Side]) -> list[str]:
+    """Modules of a tree that a side imported from elsewhere (an installed copy): that side
+    would not run its own version of the code."""
+    problems = []
+    for side in sides:
+        for name, path in sorted(side.modules.items()):
+            if _defined_in(side.tree, name) and not _inside(path, side.tree):
+                problems.append(
+                    f"the {side.name} side imports {name} from {path}, not from its tree "
+                    f"{side.tree}"
+                )
+    return problems
+
+
+def _ini_for(setup: Setup, tree: Path) -> list[str]:
+    if setup.inipath is None:
+        return []
+    try:
+        mapped = tree / Path(setup.inipath).resolve().relative_to(setup.root)
+    except ValueError:
+        return ["-c", str(setup.inipath)]
+    return ["-c", str(mapped if mapped.exists() else setup.inipath)]
+
+
+def _start(
+    sides: Sequence[pairs.Side], nodeids: Sequence[str], setup: Setup
+) -> list[pairs.WorkerProcess]:
+    """A worker for each side that has test files of this run, all started at once."""
+    started = []
+    for side in sides:
+        files = sorted({n.split("::", 1)[0] for n in nodeids})
+        files = [f for f in files if (side.rootdir / f).exists()]
+        if files:
+            args = [*_ini_for(setup, side.tree), *setup.args]
+            started.append(pairs.WorkerProcess(side, files, nodeids, args))
+    for process in started:
+        hello = process.receive(pairs.STARTUP_TIMEOUT_S)
+        process.side.tests = dict(hello.get("tests", {}))
+        process.side.modules = dict(hello.get("modules", {}))
+        process.side.collection_errors = int(hello.get("collection_errors", 0))
+    return started
+
+
+def run(
+    setup: Setup, nodeids: Sequence[str], progress: Callable[[str], None] = lambda _: None
+) -> Result:
+    """Compare `nodeids` (in this order) between the ref's tree and the working tree.
+    Raises SameCodeError, git_tree.GitError."""
+    result = Result()
+    rel = setup.rootdir.resolve().relative_to(setup.root)
+    with git_tree.Worktree(setup.root, setup.commit) as base_tree:
+        base = pairs.Side("baseline", base_tree, base_tree / rel)
+        cur = pairs.Side("current", setup.root, setup.rootdir)
+        workers: list[pairs.WorkerProcess] = []
+        try:
+            workers += _start((base, cur), nodeids, setup)
+            if problems := same_code((base, cur)):
+                raise SameCodeError("; ".join(problems))
+            if len(workers) < 2:
+                result.problem = f"no test file of this run exists at {setup.ref}"
+                return result
+
+            def restart() -> list[pairs.WorkerProcess]:
+                for process in workers:
+                    process.close()
+                workers[:] = _start((base, cur), nodeids, setup)
+                if len(workers) < 2:
+                    raise pairs.WorkerError("a worker did not start again")
+                return workers
+
+            _compare_all(nodeids, base, cur, workers, result, progress, restart)
+        except pairs.WorkerError as exc:
+            result.problem = str(exc)
+        finally:
+            for process in workers:
+                process.close()
+    return result
+
+
+def _compare_all(
+    nodeids: Sequence[str],
+    base: pairs.Side,
+    cur: pairs.Side,
+    workers: list[pairs.WorkerProcess],
+    result: Result,
+    progress: Callable[[str], None],
+    restart: Callable[[], list[pairs.WorkerProcess]],
+) -> None:
+    both = [n for n in nodeids if n in base.tests and n in cur.tests]
+    for nodeid in nodeids:
+        if nodeid not in base.tests or nodeid not in cur.tests:
+            where, other = (cur, base) if nodeid in cur.tests else (base, cur)
+            note = f"not judged: the test exists on the {where.name} side only"
+            if other.collection_errors:
+                note += f" (the {other.name} side had {other.collection_errors} collection errors)"
+            result.outcomes[nodeid] = pairs.Outcome(nodeid, note=note)
+        elif base.tests[nodeid] != cur.tests[nodeid]:
+            result.outcomes[nodeid] = pairs.Outcome(
+                nodeid, note="not judged: its setup (the source of its fixtures) differs"
+            )
+    judged = [n for n in both if n not in result.outcomes]
+    for i, nodeid in enumerate(judged):
+        following = judged[i + 1] if i + 1 < len(judged) else None
+        try:
+            outcome = pairs.compare_test(nodeid, following, workers[0], workers[1])
+            if outcome.verdict == "fail":
+                # A slower verdict is confirmed in two fresh processes: one process can run
+                # the same code persistently slower than another (its memory layout).
+                first = outcome
+                workers = restart()
+                outcome = pairs.compare_test(nodeid, following, workers[0], workers[1])
+                outcome.first_ratio = verdict.median_ratio(first.ratios)
+        except pairs.WorkerError as exc:
+            result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
+            for rest in judged[i + 1 :]:
+                result.outcomes[rest] = pairs.Outcome(
+                    rest, note="not judged: a worker ended before its turn"
+                )
+            return
+        result.outcomes[nodeid] = outcome
+        progress(nodeid)

@@ -1,0 +1,249 @@
+"""The pytest plugin of an A/B worker: a pytest session in one tree (the baseline's worktree or
+the working tree) that collects the compared tests, then runs them on command from the
+controller (pairs.py) over two pipes, one JSON object a line:
+
+    {"cmd": "setup", "nodeid": ID}        -> {"outcome": "passed"|..., "error": TEXT}
+    {"cmd": "run", "inner": K}            -> {"cpu_s": S, "outcome": ..., "error": TEXT}
+    {"cmd": "lines"}                      -> {"lines": [[file, qualname, line, cpu_s], ...]}
+    {"cmd": "teardown", "next": ID|None}  -> {"outcome": ...}
+    {"cmd": "quit"}
+
+"run" collects garbage, then calls the set-up test's function K times (`item.runtest()`, the
+fixture values of the setup) and replies with the process CPU time they took; meanwhile a CPU
+timer (ITIMER_PROF) samples the line being run in the tree's own files, pooled per test until
+"lines".
+
+This module is loaded by path (pairs.py) and imports nothing from pytest_scalene: the baseline's
+tree may hold another version of pytest-scalene, or none. pytest-scalene's own plugin is off in
+the worker (-p no:scalene), so neither its sampler nor its allocator shim runs here.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import inspect
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import pytest
+
+FDS_ENV = "PYTEST_SCALENE_AB_FDS"  # "read_fd,write_fd"
+WANTED_ENV = "PYTEST_SCALENE_AB_WANTED"  # a JSON file: the node ids to run
+TREE_ENV = "PYTEST_SCALENE_AB_TREE"  # the tree's root: whose lines are sampled
+SAMPLE_INTERVAL_S = 0.002  # the kernel fires ITIMER_PROF at most ~250 times per CPU-second
+_SKIP_PARTS = ("site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox")
+
+
+class Channel:
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        self.buffer = b""
+
+    def receive(self) -> dict[str, Any]:
+        while b"\n" not in self.buffer:
+            chunk = os.read(self.read_fd, 65536)
+            if not chunk:
+                return {"cmd": "quit"}  # the controller is gone
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            data = data[os.write(self.write_fd, data) :]
+
+
+class LineSampler:
+    """CPU time per line of the tree's files, sampled: at each CPU-timer signal, each thread's
+    CPU time since the previous signal (its own CPU clock) goes to the innermost frame of that
+    thread that is in the tree (time in libraries to the tree's line that called them). A
+    thread that waits (a `join`) gets next to nothing, the thread doing the work gets its time,
+    and a long native call counts fully although the signals that fall in it arrive as one."""
+
+    def __init__(self, tree: str) -> None:
+        self.tree = os.path.realpath(tree) + os.sep
+        self.counts: dict[tuple[str, str, int], float] = {}
+        self._names: dict[str, str | None] = {}
+        self._last: dict[int, float] = {}  # thread ident -> its CPU clock at the last sample
+
+    def _name(self, filename: str) -> str | None:
+        if filename not in self._names:
+            real = os.path.realpath(filename)
+            name = None
+            if not filename.startswith("<") and real.startswith(self.tree):  # not "<string>"
+                rel = real[len(self.tree) :]
+                if not any(part in _SKIP_PARTS for part in rel.split(os.sep)):
+                    name = rel.replace(os.sep, "/")
+            self._names[filename] = name
+        return self._names[filename]
+
+    @staticmethod
+    def _cpu_of(ident: int) -> float | None:
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(ident))
+        except (OSError, OverflowError, ValueError, AttributeError):
+            return None  # the thread ended, or no per-thread clocks here
+
+    def _sample(self, signum: int, frame: Any) -> None:
+        for ident, top in sys._current_frames().items():
+            now = self._cpu_of(ident)
+            if now is None:
+                continue
+            weight = now - self._last.get(ident, 0.0)  # a thread started since: all its time
+            self._last[ident] = now
+            self._charge(top, weight)
+
+    def _charge(self, frame: Any, weight: float) -> None:
+        while frame is not None:
+            name = self._name(frame.f_code.co_filename)
+            if name is not None:
+                code = frame.f_code
+                key = (name, getattr(code, "co_qualname", code.co_name), frame.f_lineno)
+                self.counts[key] = self.counts.get(key, 0.0) + weight
+                return
+            frame = frame.f_back
+
+    def start(self) -> None:
+        self._last = {}
+        for ident in sys._current_frames():
+            now = self._cpu_of(ident)
+            if now is not None:
+                self._last[ident] = now
+        signal.signal(signal.SIGPROF, self._sample)
+        signal.setitimer(signal.ITIMER_PROF, SAMPLE_INTERVAL_S, SAMPLE_INTERVAL_S)
+
+    def stop(self) -> None:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+
+    def take(self) -> list[list[Any]]:
+        found = [[f, q, line, round(n, 6)] for (f, q, line), n in sorted(self.counts.items())]
+        self.counts = {}
+        return found
+
+
+def setup_key(item: pytest.Item) -> str:
+    """A digest of the source of every fixture the test uses: differs when its setup does."""
+    digest = hashlib.sha256()
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) or {}
+    for name in sorted(getattr(item, "fixturenames", ())):
+        fixturedefs = defs.get(name)
+        if not fixturedefs:
+            continue
+        func = fixturedefs[-1].func
+        try:
+            source = inspect.getsource(func)
+        except (OSError, TypeError):
+            source = getattr(func, "__qualname__", name)
+        digest.update(f"{name}\0{source}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def _modules() -> dict[str, str]:
+    """Top-level imported modules and the file each was imported from."""
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if "." in name:
+            continue
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            found[name] = os.path.realpath(path)
+    return found
+
+
+def _error(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _report_error(report: pytest.TestReport) -> str:
+    text = str(report.longreprtext or "").strip().splitlines()
+    return text[-1][:300] if text else report.outcome
+
+
+class Worker:
+    def __init__(self, config: pytest.Config) -> None:
+        read_fd, write_fd = (int(fd) for fd in os.environ[FDS_ENV].split(","))
+        self.channel = Channel(read_fd, write_fd)
+        self.sampler = LineSampler(os.environ.get(TREE_ENV, str(config.rootpath)))
+        path = os.environ.get(WANTED_ENV)
+        self.wanted: set[str] | None = None
+        if path:
+            with open(path, encoding="utf-8") as wanted:
+                self.wanted = set(json.load(wanted))
+
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if self.wanted is not None:
+            items[:] = [item for item in items if item.nodeid in self.wanted]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        from _pytest.runner import call_and_report
+
+        items = {item.nodeid: item for item in session.items}
+        self.channel.send(
+            {
+                "tests": {nodeid: setup_key(item) for nodeid, item in items.items()},
+                "modules": _modules(),
+                "collection_errors": session.testsfailed,
+                "pid": os.getpid(),
+            }
+        )
+        item: Any = None
+        while True:
+            message = self.channel.receive()
+            command = message.get("cmd")
+            if command == "setup":
+                item = items[message["nodeid"]]
+                if hasattr(item, "_request") and not item._request:
+                    item._initrequest()
+                report = call_and_report(item, "setup", log=False)
+                self.sampler.counts = {}
+                self.channel.send({"outcome": report.outcome, "error": _report_error(report)})
+            elif command == "run":
+                self.channel.send(self._run(item, int(message.get("inner", 1))))
+            elif command == "lines":
+                self.channel.send({"lines": self.sampler.take()})
+            elif command == "teardown":
+                following = items.get(message.get("next") or "")
+                report = call_and_report(item, "teardown", log=False, nextitem=following)
+                if hasattr(item, "_request"):
+                    item._request = False
+                    item.funcargs = None
+                self.channel.send({"outcome": report.outcome, "error": _report_error(report)})
+            else:
+                return True
+
+    def _run(self, item: pytest.Item, inner: int) -> dict[str, Any]:
+        outcome, error = "passed", ""
+        # Both sides start each run from a collected heap: a collection that the allocations
+        # trigger then falls in the same run on both sides (the ratios of allocation-heavy
+        # tests alternated between 0.4 and 3 without this).
+        gc.collect()
+        self.sampler.start()
+        started = time.process_time()
+        try:
+            for _ in range(inner):
+                item.runtest()
+        except pytest.skip.Exception as exc:
+            outcome, error = "skipped", _error(exc)
+        except (Exception, pytest.fail.Exception) as exc:  # failed: reported, never judged
+            outcome, error = "failed", _error(exc)
+        finally:
+            cpu_s = time.process_time() - started
+            self.sampler.stop()
+        return {"cpu_s": cpu_s, "outcome": outcome, "error": error}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "perf_budget(**limits): pytest-scalene budget")
+    config.pluginmanager.register(Worker(config), "pytest-scalene-ab-worker")

@@ -1,0 +1,194 @@
+"""--profile-compare-ref: the tests' code at a git ref against the working tree, run alternately
+in two worker sessions (pytest_scalene/ab/). Each repository is a temporary git repository made
+by pytester; the timing verdicts are repeated in a loop to show they are not luck."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_scalene.ab import verdict
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+# ~90% of the test's CPU is in `slowed`, ~40 ms per call: a 1.3x slowdown of it is ~1.27x of the
+# test, far from the 1.10 threshold; unchanged code reads 0.97-1.05.
+LIBRARY = """
+FACTOR = {factor}
+
+
+def steady(n):
+    return sum(i * i % 7 for i in range(n))
+
+
+def slowed(n):
+    acc = 0
+    for i in range(int(n * FACTOR)):
+        acc += i * i % 7
+    return acc
+"""
+TESTS = """
+import mylib
+
+
+def test_work():
+    assert mylib.slowed(300_000) + mylib.steady(20_000) > 0
+"""
+
+
+def git(path: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def repository(pytester: pytest.Pytester, tests: str = TESTS) -> Path:
+    path = pytester.path
+    git(path, "init", "-q")
+    pytester.makeini("[pytest]\n")
+    (path / "mylib.py").write_text(LIBRARY.format(factor=1.0))
+    (path / "test_work.py").write_text(tests)
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "baseline")
+    return path
+
+
+def compare(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--profile-compare-ref=HEAD", "--profile-memory=no", *args
+    )
+
+
+def test_the_sequential_rule():
+    assert verdict.decide([1.0] * 9) is None
+    assert verdict.decide([1.0] * 10) == "pass"
+    assert verdict.decide([1.5] * 10) == "fail"
+    assert verdict.decide([1.08] * 10) is None  # unclear at 10: more pairs
+    assert verdict.decide([1.08] * 20) is None
+    assert verdict.decide([1.08] * 40) == "pass"
+    assert verdict.decide([1.12] * 40) == "fail"
+    assert verdict.threshold_at(10) == verdict.STAGES[0].fail_above
+    assert verdict.threshold_at(40) == verdict.FAIL_ABOVE
+
+
+def test_the_functions_that_grew_most_are_named():
+    before = [
+        ["lib.py", "steady", 3, 0.5],
+        ["lib.py", "slowed", 8, 1.0],
+        ["lib.py", "slowed", 9, 0.05],
+    ]
+    after = [
+        ["lib.py", "steady", 3, 0.51],
+        ["lib.py", "slowed", 8, 1.4],
+        ["lib.py", "slowed", 9, 0.04],
+    ]
+    growth = verdict.most_growth(before, after)
+    assert growth[0] == verdict.LineGrowth("lib.py", "slowed", 8, 1.05, 1.44)
+    assert [g.function for g in growth] == ["slowed"]  # steady grew by 0.01 s: not named
+    after[0][3] = 0.6  # steady +0.1 s: a quarter of what slowed grew, named second
+    assert [g.function for g in verdict.most_growth(before, after)] == ["slowed", "steady"]
+    assert verdict.most_growth(after, before) == []  # nothing grew
+    assert verdict.most_growth(after, after) == []
+
+
+def test_unchanged_code_passes_and_a_slowed_function_fails_naming_it(pytester):
+    repository(pytester)
+    for attempt in range(3):
+        result = compare(pytester, "-rA")
+        assert result.ret == 0, f"unchanged, attempt {attempt}:\n{result.stdout.str()}"
+        assert "0 slower, 0 not judged" in result.stdout.str()
+    (pytester.path / "mylib.py").write_text(LIBRARY.format(factor=1.3))
+    for attempt in range(3):
+        result = compare(pytester)
+        text = result.stdout.str()
+        assert result.ret == 1, f"1.3x, attempt {attempt}:\n{text}"
+        found = re.search(r"median of (\d+) paired ratios ([\d.]+)x", text)
+        assert found and float(found.group(2)) > verdict.FAIL_ABOVE, text
+        assert "CPU time regressed against HEAD" in text
+        assert re.search(r"most growth at mylib\.py:\d+ slowed: [\d.]+ s -> [\d.]+ s", text), text
+
+
+def test_a_test_on_one_side_only_is_a_note_and_a_failing_one_is_not_judged(pytester):
+    repository(pytester)
+    with (pytester.path / "test_work.py").open("a") as tests:
+        tests.write("\n\ndef test_new():\n    assert mylib.steady(1000) > 0\n")
+    (pytester.path / "test_more.py").write_text("def test_elsewhere():\n    pass\n")
+    result = compare(pytester, "-rA")
+    text = result.stdout.str()
+    assert result.ret == 0, text
+    assert "test_work.py::test_new: A/B against HEAD: not judged: the test exists on the " in text
+    assert "test_more.py::test_elsewhere: A/B against HEAD: not judged" in text
+    assert "current side only" in text
+
+
+def test_a_test_failing_at_the_ref_or_with_other_fixtures_is_not_judged(pytester):
+    repository(
+        pytester,
+        TESTS + "\n\nimport pytest\n\n\n@pytest.fixture\ndef size():\n    return 10\n\n\n"
+        "def test_fixture(size):\n    assert size\n\n\n"
+        "def test_broken_before():\n    assert mylib.FACTOR == 1.0 and False\n",
+    )
+    text = (pytester.path / "test_work.py").read_text()
+    text = text.replace("return 10", "return 20").replace(" and False", "")
+    (pytester.path / "test_work.py").write_text(text)
+    result = compare(pytester, "-rA")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "test_fixture: A/B against HEAD: not judged: its setup" in out
+    assert "test_broken_before: A/B against HEAD: not judged: it failed on the baseline" in out
+
+
+def test_both_sides_importing_one_installed_copy_is_a_usage_error(pytester, tmp_path_factory):
+    path = repository(pytester)
+    (path / "src" / "mylib").mkdir(parents=True)
+    git(path, "mv", "mylib.py", "src/mylib/__init__.py")
+    git(path, "commit", "-qm", "src layout")
+    installed = tmp_path_factory.mktemp("site-packages")
+    shutil.copytree(path / "src" / "mylib", installed / "mylib")
+    pytester._monkeypatch.setenv("PYTHONPATH", str(installed))
+    result = compare(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "imports mylib from" in err and str(installed.resolve()) in err, err
+    assert "not from its tree" in err and "pip install without -e" in err
+
+
+def test_bad_refs_and_places_are_usage_errors(pytester):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = compare(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "is not inside a git repository" in result.stderr.str()
+    repository(pytester)
+    result = pytester.runpytest_subprocess("--profile-compare-ref=no-such-branch")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown git ref 'no-such-branch'" in result.stderr.str()
+
+
+def test_the_worktree_is_removed(pytester):
+    path = repository(pytester)
+    compare(pytester)
+    assert git(path, "worktree", "list").count("\n") == 0  # only the main tree is left
+
+
+def test_a_saved_baseline_records_its_commit_and_cpu_distribution(pytester):
+    path = repository(pytester)
+    head = git(path, "rev-parse", "HEAD")
+    args = ("-p", "no:cacheprovider", "--profile-memory=no", "--profile-save-baseline")
+    pytester.runpytest_subprocess(*args, "--profile-repeat=4").assert_outcomes(passed=1)
+    saved = json.loads((path / "baselines" / "test_work.py.json").read_text())
+    entry = saved["tests"]["test_work.py::test_work"]
+    assert entry["commit"] == head
+    assert entry["cpu"]["runs"] == 3  # the timed runs, after the warm-up
+    assert entry["cpu"]["min"] == entry["metrics"]["cpu_s"] <= entry["cpu"]["median"]
+    assert entry["cpu"]["median"] <= entry["cpu"]["p90"] and entry["cpu"]["span_s"] > 0
+    assert any(line.get("samples", 0) > 0 and 0 < line["share"] <= 1 for line in entry["lines"])
