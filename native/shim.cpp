@@ -8,9 +8,10 @@
 //   and symmetric because the same size function is used both ways. Counting runs from process
 //   start so that frees of blocks allocated before arming keep the footprint right.
 // - Nothing is sampled until the extension arms the shim. Then, when the footprint moves by a
-//   threshold since the last sample (or passes the next leak high-water step), a sample goes
-//   into a buffer that only grows (no sample is lost) and the thread raises a signal so that
-//   Python's handler drains the buffer at its next bytecode boundary.
+//   threshold (drawn around its mean after each sample) since the last sample, or passes the
+//   next leak high-water step, a sample goes into a buffer that only grows (no sample is lost)
+//   and the thread raises a signal so that Python's handler drains the buffer at its next
+//   bytecode boundary.
 // - Memory that never reaches malloc can be counted through the arena wrappers (the extension
 //   wraps Python's object arenas with them), and allocator wrappers can mark bytes as Python's.
 // - memcpy/memmove count bytes per thread; every copy_step bytes make a copy sample.
@@ -76,6 +77,12 @@ std::atomic<void (*)(ShimWhere*)> g_capture{nullptr};
 std::atomic<int> g_signum{0};
 std::atomic<void*> g_handler{nullptr};
 int64_t g_leak_step = kNever;
+// The threshold is drawn afresh after each grow/shrink sample, uniformly in [T/2, 3T/2): with a
+// fixed T, a periodic allocation pattern (4 MB, 1 MB, 4 MB, ...) crosses it on the same
+// allocation every time and that line is charged everything. A random phase picks the crossing
+// allocation in proportion to its size. Seeded at arm(): one run's draws are reproducible.
+int64_t g_mean_threshold = kNever;
+uint64_t g_rng = 0;  // xorshift64 state, under the lock
 int64_t g_last_allocated = 0, g_last_freed = 0, g_last_python = 0;
 ShimSample* g_buf = nullptr;
 size_t g_len = 0, g_cap = 0;
@@ -253,6 +260,16 @@ void capture_where(ShimWhere* where) {
   if (capture) capture(where);
 }
 
+// Under the lock.
+int64_t next_threshold() {
+  int64_t mean = g_mean_threshold;
+  if (mean == kNever || mean < 2) return mean;
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return mean / 2 + static_cast<int64_t>(g_rng % static_cast<uint64_t>(mean));
+}
+
 ShimSample base_sample(int32_t kind, int64_t footprint) {
   ShimSample s;
   memset(&s, 0, offsetof(ShimSample, where));
@@ -294,6 +311,7 @@ __attribute__((noinline)) void sample_footprint(void* p) {
     g_last_freed = freed;
     g_last_python = python;
     g.last_footprint.store(footprint, relaxed);
+    g.threshold.store(next_threshold(), relaxed);
   }
   unlock();
   leave_rare(emit);
@@ -477,7 +495,9 @@ void api_arm(int64_t threshold, int64_t leak_step, int64_t copy_step, int signum
   g.last_footprint.store(footprint, relaxed);
   g.peak.store(footprint, relaxed);
   g.leak_next.store(footprint + leak_step, relaxed);
-  g.threshold.store(threshold, relaxed);
+  g_mean_threshold = threshold;
+  g_rng = 0x9E3779B97F4A7C15ull;
+  g.threshold.store(next_threshold(), relaxed);
   uint32_t epoch = g_epoch.fetch_add(1, relaxed) + 1;
   tls.copy_epoch = epoch;
   tls.copied = 0;

@@ -142,7 +142,8 @@ def test_memory_charged_to_the_allocating_line(suite) -> None:
     # Two helpers, 4:1 in bytes.
     test = tests["test_where.py::test_two_helpers_four_to_one"]
     big, small = line_at(test, path, "# BIG"), line_at(test, path, "# SMALL")
-    assert small["alloc_mb"] > 0 and big["alloc_mb"] / small["alloc_mb"] >= 2, (big, small)
+    # Not 29:1 as with a fixed threshold, which the same allocation crossed every time.
+    assert small["alloc_mb"] > 0 and 2 <= big["alloc_mb"] / small["alloc_mb"] <= 8, (big, small)
     assert (big["alloc_mb"] + small["alloc_mb"]) / test["alloc_mb"] >= 0.8
 
     # Two threads, 4:1; nothing on the main thread's sleep and join.
