@@ -47,21 +47,22 @@ CLOCKS = {  # what each interval timer counts
 
 
 def _ticks(name, signum, itimer, interval=0.05):
-    """The test's own timer fires as often as its clock says: 0.3 s of it at 20 per second."""
+    """The test's own timer fires as often as its clock says: 0.6 s of it at 20 per second."""
     ticks = []
     old = signal.signal(signum, lambda s, f: ticks.append(s))
     previous = signal.setitimer(itimer, interval, interval)
     clock = CLOCKS[itimer]
     start = clock()
     try:
-        while clock() - start < 0.3:
+        while clock() - start < 0.6:
             pass
     finally:
         signal.setitimer(itimer, 0, 0)
         signal.signal(signum, old)
         expected = (clock() - start) / interval
-    # Loose: a loaded machine delays and merges ticks; the sampler's own would be 5x as many.
-    on_time = 0.5 * expected - 2 <= len(ticks) <= 1.5 * expected + 2
+    # Loose: a loaded machine delays and merges ticks (0.3 s of it once read out of 0.5x-1.5x).
+    # What this must catch is the sampler's own ticks reaching the handler: 5x as many or more.
+    on_time = 0.3 * expected - 2 <= len(ticks) <= 3 * expected + 2
     report(name, old, previous, set(ticks) == {signum}, on_time)
 
 
