@@ -240,6 +240,40 @@ def test_instruction_budget_in_plain_pytest(pytester):
     result.stdout.fnmatch_lines(["*test_over*instructions * M > budget 0.100 M*"])
 
 
+@needs_valgrind
+def test_xdist_workers_count_once_and_each_judges_its_tests(pytester, tmp_path, monkeypatch):
+    """Every xdist worker collects every test: one counting session serves them all."""
+    runs = tmp_path / "counting-runs.txt"
+    monkeypatch.setenv("COUNTED_RUNS", str(runs))
+    pytester.makepyfile(
+        test_budget=textwrap.dedent(
+            """
+            import os
+            import pytest
+
+            def note():
+                if os.environ.get("PYTEST_SCALENE_COUNTING"):
+                    with open(os.environ["COUNTED_RUNS"], "a") as f:
+                        f.write("run\\n")
+
+            @pytest.mark.perf_budget(instructions="50M")
+            def test_within():
+                note()
+                sum(i * i for i in range(1000))
+
+            @pytest.mark.perf_budget(instructions=100_000)
+            def test_over():
+                note()
+                sum(i * i for i in range(100_000))
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_over*instructions * M > budget 0.100 M*"])
+    assert runs.read_text().count("run") == 2, runs.read_text()  # each test once, not per worker
+
+
 def test_missing_valgrind_is_a_clear_error(pytester, tmp_path, monkeypatch):
     pytester.makepyfile(test_a="def test_a(): pass")
     empty = tmp_path / "empty-bin"

@@ -4,17 +4,27 @@ and baselines judge them (gates.METRICS "instructions").
 
 A test needs counts under `--profile-measure=instructions` when it is profiled, and always when
 one of its perf_budget marks sets `instructions=`, so that such a budget works in plain pytest.
+
+Under pytest-xdist every worker collects every test; the first worker to get there counts them
+all, once, and leaves the counts in a folder the controller made for the run, where the other
+workers read them (N workers would otherwise each run the whole valgrind session).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..atomic_write import write_text_atomic
 from ..budgets import MARKER
+from ..dir_lock import locked
 from ..model import TestProfile
 from ..profiler import Profiler
 from . import runner
@@ -24,6 +34,8 @@ COUNT_KEY = "instructions"  # profile.extra: the test's count (gates.METRICS)
 FUNCTIONS_KEY = "instructions_functions"  # profile.extra: inclusive count per Python function
 ENVIRONMENT_KEY = "instructions_environment"  # profile.extra: what the counts depend on
 MISSING_KEY = "instructions_missing"  # profile.extra: why a test that needs counts has none
+SHARED_DIR_KEY = "pytest_scalene_counts_dir"  # xdist workerinput: where the workers share counts
+SHARED_FILE = "counts.json"
 
 
 def sets_instruction_budget(item: pytest.Item) -> bool:
@@ -36,6 +48,7 @@ class InstructionCounts:
         self.profiler = profiler
         self.measure = measure
         self.counts: dict[str, runner.Counted | str] = {}
+        self._shared_dir: str | None = None  # xdist controller: see pytest_configure_node
 
     def needs_counts(self, item: pytest.Item) -> bool:
         if sets_instruction_budget(item):
@@ -54,6 +67,29 @@ class InstructionCounts:
         if problem is not None:
             self.counts = dict.fromkeys(nodeids, problem)
             return
+        shared = getattr(self.config, "workerinput", {}).get(SHARED_DIR_KEY)
+        if shared is None:
+            self._count(nodeids)
+            return
+        with locked(shared):  # one worker counts; the others wait, then read its counts
+            path = Path(shared) / SHARED_FILE
+            if path.exists():
+                counts = _decode(json.loads(path.read_text(encoding="utf-8")))
+                missing = "the counting session did not run it"
+                self.counts = {n: counts.get(n, missing) for n in nodeids}
+            else:
+                self._count(nodeids)
+                write_text_atomic(path, json.dumps(_encode(self.counts)))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """pytest-xdist, on the controller: the folder where the workers share the counts."""
+        if self._shared_dir is None:
+            self._shared_dir = tempfile.mkdtemp(prefix="pytest-scalene-counts-")
+            self.config.add_cleanup(lambda: shutil.rmtree(self._shared_dir, ignore_errors=True))
+        node.workerinput[SHARED_DIR_KEY] = self._shared_dir
+
+    def _count(self, nodeids: list[str]) -> None:
         reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.ensure_newline()
@@ -108,3 +144,11 @@ def attach(profile: TestProfile, counted: runner.Counted | str) -> None:
     profile.extra[COUNT_KEY] = counted.instructions
     profile.extra[FUNCTIONS_KEY] = dict(sorted(counted.functions.items()))
     profile.extra[ENVIRONMENT_KEY] = dict(counted.fingerprint)
+
+
+def _encode(counts: dict[str, runner.Counted | str]) -> dict[str, Any]:
+    return {k: v if isinstance(v, str) else dataclasses.asdict(v) for k, v in counts.items()}
+
+
+def _decode(data: dict[str, Any]) -> dict[str, runner.Counted | str]:
+    return {k: v if isinstance(v, str) else runner.Counted(**v) for k, v in data.items()}
