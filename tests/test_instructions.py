@@ -274,6 +274,29 @@ def test_xdist_workers_count_once_and_each_judges_its_tests(pytester, tmp_path, 
     assert runs.read_text().count("run") == 2, runs.read_text()  # each test once, not per worker
 
 
+@needs_valgrind
+def test_a_test_that_hangs_only_under_valgrind_ends_by_the_scaled_timeout(pytester):
+    """The user's pytest-timeout limit, scaled to callgrind's speed, ends the counting session."""
+    pytester.makepyfile(
+        test_hang=textwrap.dedent(
+            """
+            import os
+            import time
+            import pytest
+
+            @pytest.mark.perf_budget(instructions="50M")
+            def test_hangs_when_counted():
+                if os.environ.get("PYTEST_SCALENE_COUNTING"):
+                    time.sleep(3600)
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--timeout=0.05", "-rA", timeout=120
+    )
+    assert "did not pass in the counting session" in result.stdout.str(), result.stdout.str()
+
+
 def test_missing_valgrind_is_a_clear_error(pytester, tmp_path, monkeypatch):
     pytester.makepyfile(test_a="def test_a(): pass")
     empty = tmp_path / "empty-bin"

@@ -36,6 +36,9 @@ ENVIRONMENT_KEY = "instructions_environment"  # profile.extra: what the counts d
 MISSING_KEY = "instructions_missing"  # profile.extra: why a test that needs counts has none
 SHARED_DIR_KEY = "pytest_scalene_counts_dir"  # xdist workerinput: where the workers share counts
 SHARED_FILE = "counts.json"
+# A test runs 40-120x slower under callgrind (docs/baselines.md, "Cost"): a user's pytest-timeout
+# limit is multiplied by this in the counting session.
+CALLGRIND_SLOWDOWN = 200
 
 
 def sets_instruction_budget(item: pytest.Item) -> bool:
@@ -119,13 +122,15 @@ class InstructionCounts:
 
     def _child_options(self) -> list[str]:
         """Plugins that would break the counting session: xdist workers would run outside
-        valgrind, and a timeout sized for native speed would fire."""
+        valgrind, and a timeout sized for native speed would fire: it is scaled to callgrind's
+        speed, so that a test that hangs still ends."""
         extra = []
         manager = self.config.pluginmanager
         if manager.has_plugin("xdist"):
             extra += ["-n", "0"]
         if manager.has_plugin("timeout"):
-            extra += ["--timeout=0"]
+            seconds = float(self.config.getoption("timeout", None) or 0)
+            extra += [f"--timeout={seconds * CALLGRIND_SLOWDOWN:g}"]
         return extra
 
     @pytest.hookimpl(tryfirst=True)  # before the gates judge the call phase's report
