@@ -143,7 +143,7 @@ def line_of(
 # Functions with fewer than FUNCTION_MIN_SAMPLES samples on either side are not judged.
 FUNCTION_FAIL_ABOVE = 1.10
 FUNCTION_Z = 4.0
-FUNCTION_MIN_SAMPLES = 200
+FUNCTION_MIN_SAMPLES = 20
 FUNCTION_MAX_PAIRS = MAX_PAIRS
 
 
@@ -228,3 +228,10 @@ def judge_functions(
         )
     order = {"fail": 0, "unsure": 1, "pass": 2}
     return sorted(found, key=lambda f: (order[f.state], -f.ratio, f.file, f.function))
+
+
+def suspect(functions: Sequence[FunctionVerdict]) -> bool:
+    """A passing reading where a function's share clearly grew (z above FUNCTION_Z) while its
+    ratio stayed at or under FUNCTION_FAIL_ABOVE: the side's process as a whole may have read
+    fast; session.py measures such a test again in fresh workers, and that reading decides."""
+    return any(f.state == "pass" and f.z > FUNCTION_Z and f.ratio > 1.0 for f in functions)
