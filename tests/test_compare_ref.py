@@ -110,7 +110,7 @@ SLOWED, REST = ("lib.py", "slowed"), ("lib.py", "rest")
 
 
 def sampled_runs(
-    rng: random.Random, runs: int, share: float, factor: float, samples: int = 2000
+    rng: random.Random, runs: int, share: float, factor: float, samples: int = 500
 ) -> list[dict[tuple[str, str], tuple[float, int]]]:
     """Runs of a test whose function `slowed` takes `share` of it before a slowdown by
     `factor`: each of `samples` samples (0.5 ms of CPU each) lands in it with its share."""
@@ -141,6 +141,17 @@ def test_the_function_rule_on_sampled_runs():
         unchanged += any(f.state == "fail" for f in judged)
         assert {f.function for f in judged} == {"slowed", "rest"}
     assert unchanged == 0
+    # A process pair that reads the whole test 1.10x slower (it happens: a process can run all
+    # of its code faster than another) puts unchanged functions above 1.10 about half the
+    # time: the standard error of the share keeps them from failing.
+    above = 0
+    for _ in range(100):
+        judged = verdict.judge_functions(
+            [1.10] * 40, sampled_runs(rng, 40, 0.4, 1.0), sampled_runs(rng, 40, 0.4, 1.0)
+        )
+        above += any(f.ratio > verdict.FUNCTION_FAIL_ABOVE for f in judged)
+        assert not any(f.state == "fail" for f in judged), judged
+    assert above > 30
     for _ in range(20):
         ratios = [rng.gauss(1.08, 0.03) for _ in range(40)]
         judged = verdict.judge_functions(
