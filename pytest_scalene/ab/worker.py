@@ -122,7 +122,7 @@ def function_of(qualname: str) -> str:
 
 
 class LineSampler:
-    """CPU time per line of the tree's files, sampled: at each CPU-timer signal, each thread's
+    """CPU time per line of the tree's files, sampled: at each timer signal, each thread's
     CPU time since the previous signal (its own CPU clock) goes to the innermost frame of that
     thread that is in the tree (time in libraries to the tree's line that called them). A
     thread that waits (a `join`) gets next to nothing, the thread doing the work gets its time,
