@@ -142,6 +142,7 @@ class Tally:
     seconds: list[float] = field(default_factory=list)
     ratios: list[dict[str, tuple[float, int]]] = field(default_factory=list)  # the A/B mode
     figures: dict[str, list[float]] = field(default_factory=dict)  # the judged figure per test
+    by_function: dict[str, int] = field(default_factory=dict)  # A/B: failed by a function alone
 
     def spread(self, test: str) -> str:
         """max / min - 1 of the judged figure over the runs (the unchanged code's noise)."""
@@ -209,6 +210,8 @@ def run_ab(python: str, work: Path, unchanged: int, detect: int) -> dict[str, Ta
             judge(text, tallies[label])
             tallies[label].seconds.append(seconds)
             ab = ab_results(work / "ab.json")
+            for test in function_failures(work / "ab.json"):
+                tallies[label].by_function[test] = tallies[label].by_function.get(test, 0) + 1
             tallies[label].ratios.append(ab)
             for test, (ratio, _) in ab.items():  # the figure this mode judges
                 tallies[label].figures.setdefault(test, []).append(ratio)
@@ -229,6 +232,20 @@ def ab_results(path: Path) -> dict[str, tuple[float, int]]:
         if "ratio" in ab:
             found[nodeid.split("::")[-1]] = (ab["ratio"], ab["pairs"])
     return found
+
+
+def function_failures(path: Path) -> list[str]:
+    """The tests that failed by the function rule while the test's own rule passed."""
+    try:
+        tests = json.loads(path.read_text())["tests"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [
+        nodeid.split("::")[-1]
+        for nodeid, test in tests.items()
+        if (test.get("ab") or {}).get("verdict") == "fail"
+        and (test.get("ab") or {}).get("test_verdict") != "fail"
+    ]
 
 
 def record_figures(path: Path, mode: str, tally: Tally) -> None:
@@ -337,10 +354,12 @@ def ab_table(tallies: dict[str, Tally]) -> list[str]:
     slowed code, and the pairs each comparison took (the sequential rule stops early)."""
     lines = [
         "A/B mode, per test: the median of its paired CPU-time ratios (current / baseline) in "
-        "each comparison, and the pairs it took (10 to 40).",
+        "each comparison, the pairs it took (10 to 40), and how many comparisons failed by the "
+        "function rule while the test's median ratio passed.",
         "",
-        "| test | unchanged: highest | unchanged: pairs (median) | 1.2x: lowest | 1.5x: lowest |",
-        "| --- | --- | --- | --- | --- |",
+        "| test | unchanged: highest | unchanged: pairs (median) | 1.2x: lowest | 1.5x: lowest "
+        "| failed by the function rule alone: unchanged / 1.2x / 1.5x |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
 
     def values(label: str, test: str) -> list[tuple[float, int]]:
@@ -356,6 +375,11 @@ def ab_table(tallies: dict[str, Tally]) -> list[str]:
         for label in ("1.2x", "1.5x"):
             slowed = values(label, test)
             cells.append(f"{min(r for r, _ in slowed):.3f}" if slowed else "-")
+        cells.append(
+            " / ".join(
+                str(tallies[k].by_function.get(test, 0)) for k in ("unchanged", "1.2x", "1.5x")
+            )
+        )
         lines.append(f"| `{test}` | " + " | ".join(cells) + " |")
     return lines
 

@@ -252,6 +252,10 @@ def _ab_keys() -> set[str]:
     growth = ab_verdict.LineGrowth("lib.py", "slowed", 8, 1.0, 1.4)
     judged = ab_pairs.Outcome("t.py::t", "fail", "", [1.3] * 10, [1.0] * 10, [1.3] * 10, 1)
     judged.growth, judged.first_ratio = [growth], 1.31
+    judged.functions = [
+        ab_verdict.FunctionVerdict("lib.py", "slowed", 1.2, 1.1, 6.0, 0.4, 0.44, (900, 990), "fail")
+    ]
+    judged.function_lines[("lib.py", "slowed")] = growth
     noted = ab_pairs.Outcome("t.py::u", note="not judged: the test exists on one side only")
     results = [ab_plugin.result_of(o, setup) for o in (judged, noted)]
     assert ab_plugin.verdict_of(results[0]) is not None

@@ -1,7 +1,8 @@
 """Two long-lived worker sessions (worker.py), one per tree, and the paired runs: for each test,
 setup on both sides, one warm-up run each, then pairs of runs alternating which side goes first,
-until the sequential rule (verdict.py) decides. A worker that dies, hangs or fails a test makes
-a note, never a hang: every reply has a timeout."""
+until the sequential rule (verdict.py) decides, on the test's time and on each function's (a
+function still unsure takes the pairs on to the next stage). A worker that dies, hangs or
+fails a test makes a note, never a hang: every reply has a timeout."""
 
 from __future__ import annotations
 
@@ -172,6 +173,11 @@ class Outcome:
     cpu_s: list[float] = field(default_factory=list)
     inner: int = 1
     growth: list[verdict.LineGrowth] = field(default_factory=list)
+    baseline_runs: list[dict[tuple[str, str], tuple[float, int]]] = field(default_factory=list)
+    current_runs: list[dict[tuple[str, str], tuple[float, int]]] = field(default_factory=list)
+    functions: list[verdict.FunctionVerdict] = field(default_factory=list)
+    test_verdict: str | None = None  # the test-time rule's verdict alone
+    function_lines: dict[tuple[str, str], verdict.LineGrowth | None] = field(default_factory=dict)
     first_ratio: float | None = None  # a slower first reading, confirmed (or not) by this one
 
 
@@ -180,6 +186,30 @@ def _runs_ok(replies: Sequence[dict[str, Any]], sides: Sequence[str]) -> str:
         if reply.get("outcome") != "passed":
             return f"it {reply.get('outcome')} on the {name} side ({reply.get('error', '')})"
     return ""
+
+
+def _functions(reply: dict[str, Any]) -> dict[tuple[str, str], tuple[float, int]]:
+    return {(str(f), str(q)): (float(w), int(n)) for f, q, w, n in reply.get("functions", ())}
+
+
+def decide(outcome: Outcome) -> str | None:
+    """The verdict once both rules have one: the test's time fails, or a function fails; None
+    while the test's rule wants more pairs, or a function is unsure before the last stage."""
+    n = len(outcome.ratios)
+    if n not in {s.pairs for s in verdict.STAGES} and n < verdict.FUNCTION_MAX_PAIRS:
+        return None
+    outcome.test_verdict = verdict.decide(outcome.ratios)
+    outcome.functions = verdict.judge_functions(
+        outcome.ratios, outcome.baseline_runs, outcome.current_runs
+    )
+    states = {f.state for f in outcome.functions}
+    if outcome.test_verdict == "fail" or "fail" in states:
+        return "fail"
+    if n >= verdict.FUNCTION_MAX_PAIRS:
+        return outcome.test_verdict or "pass"
+    if outcome.test_verdict is None or "unsure" in states:
+        return None
+    return "pass"
 
 
 def _pin(workers: Sequence[WorkerProcess], cpu: int) -> None:
@@ -225,10 +255,16 @@ def compare_test(
             outcome.baseline_cpu_s.append(base_run["cpu_s"] / inner)
             outcome.cpu_s.append(cur_run["cpu_s"] / inner)
             outcome.ratios.append(cur_run["cpu_s"] / max(base_run["cpu_s"], 1e-9))
-            decided = verdict.decide(outcome.ratios)
+            outcome.baseline_runs.append(_functions(base_run))
+            outcome.current_runs.append(_functions(cur_run))
+            decided = decide(outcome)
         outcome.verdict = decided
         lines = [w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)["lines"] for w in pair]
         outcome.growth = verdict.most_growth(lines[0], lines[1])
+        for judged in outcome.functions:  # the failing functions' lines (they come first)
+            if judged.state == "fail":
+                found = verdict.line_of(lines[0], lines[1], judged.file, judged.function)
+                outcome.function_lines[(judged.file, judged.function)] = found
         return outcome
     finally:
         for w in pair:

@@ -19,6 +19,7 @@ from . import session as ab_session
 
 PLUGIN_NAME = "pytest-scalene-ab"
 AB_KEY = "ab"  # profile.extra: the test's A/B comparison (docs/json-schema.md)
+FUNCTIONS_KEPT = 5  # the judged functions kept in the JSON: failing first, then by ratio
 
 
 def check(config: pytest.Config, ref: str) -> ab_session.Setup:
@@ -69,6 +70,23 @@ def result_of(outcome: pairs.Outcome, setup: ab_session.Setup) -> dict[str, Any]
             "cpu_s": round(verdict.median_ratio(outcome.cpu_s), 6),
         }
     )
+    found["test_verdict"] = outcome.test_verdict
+    found["functions"] = [
+        {
+            "file": f.file,
+            "function": f.function,
+            "line": getattr(outcome.function_lines.get((f.file, f.function)), "line", None),
+            "verdict": f.state,
+            "ratio": round(f.ratio, 4),
+            "share_ratio": round(f.share_ratio, 4),
+            "z": round(f.z, 2),
+            "baseline_share": round(f.baseline_share, 4),
+            "share": round(f.share, 4),
+            "samples": list(f.samples),
+        }
+        for f in outcome.functions[:FUNCTIONS_KEPT]
+    ]
+    found["function_fails_above"] = verdict.FUNCTION_FAIL_ABOVE
     found["lines"] = [
         {
             "file": g.file,
@@ -166,10 +184,25 @@ def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
         )
     passed = result["verdict"] == "pass"
     head = "CPU time within" if passed else "CPU time regressed against"
+    failing = [f for f in result.get("functions") or [] if f["verdict"] == "fail"]
+    slower = ""
+    if failing:
+        shown = [
+            f"{f['file']}:{f['line'] if f['line'] is not None else '?'} {f['function']} "
+            f"{f['ratio']:.3f}x (its share of the samples {f['baseline_share']:.1%} -> "
+            f"{f['share']:.1%}, {f['z']:.1f} standard errors, {min(f['samples'])}+ samples)"
+            for f in failing
+        ]
+        slower = (
+            f"; slower function: {', '.join(shown)} (fails above "
+            f"{result.get('function_fails_above', verdict.FUNCTION_FAIL_ABOVE):.2f}x)"
+        )
+        if failing[0]["line"] is not None:
+            where = f"{failing[0]['file']}:{failing[0]['line']} {failing[0]['function']}"
     message = (
         f"{head} {against}: {result['cpu_s']:.4g} s vs {result['baseline_cpu_s']:.4g} s per "
         f"call, median of {result['pairs']} paired ratios {ratio:.3f}x (fails above "
-        f"{limit:.2f}x){growth}"
+        f"{limit:.2f}x){slower}{growth}"
     )
     return {
         "kind": "regression",

@@ -1,6 +1,7 @@
 """The A/B statistic: the median of per-pair CPU-time ratios (current / baseline), judged by a
-sequential rule that stops early when the answer is clear, and the line that grew most in the
-samples pooled over all runs of each side.
+sequential rule that stops early when the answer is clear; per function, its CPU time per run
+estimated from the samples pooled over all runs of each side, judged with its sampling error
+(the function rule, below); and the line that grew most in those pooled samples.
 
 The constants come from measurements on the shared 2-core development VM (docs/baselines.md,
 "A/B against a git ref"; benchmarks/verdicts.py --modes ab).
@@ -8,9 +9,12 @@ The constants come from measurements on the shared 2-core development VM (docs/b
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from .worker import function_of
 
 
 @dataclass(frozen=True)
@@ -95,19 +99,139 @@ def most_growth(
     ranked = sorted((k for k in growth if growth[k] > 0), key=lambda k: (-growth[k], k))
     # The runner-up only when it grew by at least 5% of what the first grew.
     ranked = [k for k in ranked[:top] if growth[k] >= 0.05 * growth[ranked[0]]]
+    return [_growth(before, after, file, lambda q, f=function: q == f) for file, function in ranked]
+
+
+def _growth(
+    before: dict[tuple[str, str, int], float],
+    after: dict[tuple[str, str, int], float],
+    file: str,
+    mine: Callable[[str], bool],
+) -> LineGrowth:
+    """The line of the function (the code objects `mine` accepts) that grew most against the
+    same line number (the same numbers when the function changed in place), then the one with
+    the most time; and the function's pooled sampled CPU time on each side."""
+    lines = {k: v for k, v in after.items() if k[0] == file and mine(k[1])}
+    key = max(lines, key=lambda k: (lines[k] - before.get(k, 0.0), lines[k]))
+    was = sum(v for k, v in before.items() if k[0] == file and mine(k[1]))
+    return LineGrowth(file, key[1], key[2], round(was, 6), round(sum(lines.values()), 6))
+
+
+def line_of(
+    baseline: Sequence[Sequence[object]], current: Sequence[Sequence[object]], file: str, name: str
+) -> LineGrowth | None:
+    """The line that grew most of function `name` as the function rule names it (its
+    comprehensions and lambdas included), from the pooled samples; None if never sampled."""
+    before, after = _by_line(baseline), _by_line(current)
+    if not any(k[0] == file and function_of(k[1]) == name for k in after):
+        return None
+    found = _growth(before, after, file, lambda q: function_of(q) == name)
+    return LineGrowth(file, name, found.line, found.baseline_cpu_s, found.cpu_s)
+
+
+# The function rule. Each run of each side reports, per function of its tree, its sampled CPU
+# time and the samples it rests on (worker.py). Per side, a function's share is its sampled
+# time pooled over the side's runs / all sampled time pooled; its CPU time per run is that share
+# x the test's CPU time, so its ratio current / baseline is
+#     ratio_f = (share_current / share_baseline) x (the median of the paired test ratios).
+# The share ratio does not move with the machine's speed (a slow phase slows the whole run);
+# its error is estimated from the runs themselves (the ratio estimator's linearization: the
+# variance of a pooled share over runs, both sampling and run-to-run variation). A function
+# fails the test when its ratio is above FUNCTION_FAIL_ABOVE and its share grew by more than
+# FUNCTION_Z standard errors; it is unsure, and the pairs go on to the next stage, when its
+# ratio is above FUNCTION_FAIL_ABOVE but the growth of its share is not yet that clear.
+# Functions with fewer than FUNCTION_MIN_SAMPLES samples on either side are not judged.
+FUNCTION_FAIL_ABOVE = 1.10
+FUNCTION_Z = 4.0
+FUNCTION_MIN_SAMPLES = 20
+FUNCTION_MAX_PAIRS = MAX_PAIRS
+
+
+@dataclass(frozen=True)
+class FunctionVerdict:
+    file: str
+    function: str
+    ratio: float  # its estimated CPU time per run, current / baseline
+    share_ratio: float  # its share of the sampled time, current / baseline
+    z: float  # log(share_ratio) / its standard error
+    baseline_share: float
+    share: float
+    samples: tuple[int, int]  # baseline, current
+    state: str  # "fail" | "pass" | "unsure"
+
+
+Runs = Sequence[Mapping[tuple[str, str], tuple[float, int]]]  # per run: function -> (cpu_s, n)
+
+
+def _pooled_share(runs: Runs, key: tuple[str, str]) -> tuple[float, float, int]:
+    """The function's share of the sampled time pooled over `runs`, the relative variance of
+    that share (linearized over runs), and its samples."""
+    mine = [run.get(key, (0.0, 0)) for run in runs]
+    totals = [sum(w for w, _ in run.values()) for run in runs]
+    total = sum(totals)
+    if total <= 0:
+        return 0.0, math.inf, 0
+    own = sum(w for w, _ in mine)
+    share = own / total
+    n = len(runs)
+    if own <= 0 or n < 2:
+        return share, math.inf, sum(c for _, c in mine)
+    mean_total = total / n
+    residuals = [(w - share * t) / mean_total for (w, _), t in zip(mine, totals, strict=True)]
+    variance = n / (n - 1) * sum(e * e for e in residuals) / n**2
+    return share, variance / share**2, sum(c for _, c in mine)
+
+
+def judge_functions(
+    ratios: Sequence[float],
+    baseline_runs: Runs,
+    current_runs: Runs,
+    fail_above: float | None = None,
+    z_limit: float | None = None,
+    min_samples: int | None = None,
+) -> list[FunctionVerdict]:
+    """Each function sampled on both sides, judged by the function rule; failing ones first,
+    then by ratio."""
+    fail_above = FUNCTION_FAIL_ABOVE if fail_above is None else fail_above
+    z_limit = FUNCTION_Z if z_limit is None else z_limit
+    min_samples = FUNCTION_MIN_SAMPLES if min_samples is None else min_samples
+    if not ratios or not baseline_runs or not current_runs:
+        return []
+    test_ratio = median_ratio(ratios)
+    keys = set().union(*baseline_runs) & set().union(*current_runs)
     found = []
-    for file, function in ranked:
-        mine = {k: v for k, v in after.items() if k[:2] == (file, function)}
-        # The line that grew most against the same line number (the same numbers when the
-        # function changed in place), then the one with the most time.
-        key = max(mine, key=lambda k: (mine[k] - before.get(k, 0.0), mine[k]))
+    for key in keys:
+        before, before_var, before_n = _pooled_share(baseline_runs, key)
+        after, after_var, after_n = _pooled_share(current_runs, key)
+        if min(before_n, after_n) < min_samples or before <= 0 or after <= 0:
+            continue
+        share_ratio = after / before
+        error = math.sqrt(before_var + after_var)
+        growth = math.log(share_ratio)
+        z = growth / error if error > 0 else math.copysign(math.inf, growth) if growth else 0.0
+        ratio = share_ratio * test_ratio
+        state = "pass"
+        if ratio > fail_above:
+            state = "fail" if z > z_limit else "unsure"
         found.append(
-            LineGrowth(
-                file,
-                function,
-                key[2],
-                round(funcs_before.get((file, function), 0.0), 6),
-                round(funcs_after[(file, function)], 6),
+            FunctionVerdict(
+                key[0],
+                key[1],
+                ratio,
+                share_ratio,
+                z,
+                before,
+                after,
+                (before_n, after_n),
+                state,
             )
         )
-    return found
+    order = {"fail": 0, "unsure": 1, "pass": 2}
+    return sorted(found, key=lambda f: (order[f.state], -f.ratio, f.file, f.function))
+
+
+def suspect(functions: Sequence[FunctionVerdict]) -> bool:
+    """A passing reading where a function's share clearly grew (z above FUNCTION_Z) while its
+    ratio stayed at or under FUNCTION_FAIL_ABOVE: the side's process as a whole may have read
+    fast; session.py measures such a test again in fresh workers, and that reading decides."""
+    return any(f.state == "pass" and f.z > FUNCTION_Z and f.ratio > 1.0 for f in functions)

@@ -3,15 +3,23 @@ the working tree) that collects the compared tests, then runs them on command fr
 controller (pairs.py) over two pipes, one JSON object a line:
 
     {"cmd": "setup", "nodeid": ID}        -> {"outcome": "passed"|..., "error": TEXT}
-    {"cmd": "run", "inner": K}            -> {"cpu_s": S, "outcome": ..., "error": TEXT}
+    {"cmd": "run", "inner": K}            -> {"cpu_s": S, "outcome": ..., "error": TEXT,
+                                              "functions": [[file, qualname, cpu_s, n], ...]}
     {"cmd": "lines"}                      -> {"lines": [[file, qualname, line, cpu_s], ...]}
     {"cmd": "teardown", "next": ID|None}  -> {"outcome": ...}
     {"cmd": "quit"}
 
 "run" collects garbage, then calls the set-up test's function K times (`item.runtest()`, the
-fixture values of the setup) and replies with the process CPU time they took; meanwhile a CPU
-timer (ITIMER_PROF) samples the line being run in the tree's own files, pooled per test until
-"lines".
+fixture values of the setup) and replies with the process CPU time they took and, per function
+of the tree, the sampled CPU time of that run and the samples it rests on; meanwhile a timer
+samples the line being run in the tree's own files, pooled per test until "lines".
+
+The timer is a POSIX timer on the monotonic clock delivering SIGPROF every 0.5 ms (ctypes
+timer_create): ITIMER_PROF, a CPU-time timer, fires at most at the kernel's tick rate (250 per
+CPU-second measured here, whatever interval is asked), too few samples for a function's share
+of a 20 ms run. What each sample counts is CPU time (each thread's own CPU clock since the last
+signal), so a sample that arrives while the process waits or is descheduled weighs ~nothing.
+Both sides pay the same signals. Without timer_create, ITIMER_PROF.
 
 This module is loaded by path (pairs.py) and imports nothing from pytest_scalene: the baseline's
 tree may hold another version of pytest-scalene, or none. pytest-scalene's own plugin is off in
@@ -20,6 +28,7 @@ the worker (-p no:scalene), so neither its sampler nor its allocator shim runs h
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import hashlib
 import inspect
@@ -35,7 +44,9 @@ import pytest
 FDS_ENV = "PYTEST_SCALENE_AB_FDS"  # "read_fd,write_fd"
 WANTED_ENV = "PYTEST_SCALENE_AB_WANTED"  # a JSON file: the node ids to run
 TREE_ENV = "PYTEST_SCALENE_AB_TREE"  # the tree's root: whose lines are sampled
-SAMPLE_INTERVAL_S = 0.002  # the kernel fires ITIMER_PROF at most ~250 times per CPU-second
+SAMPLE_INTERVAL_S = 0.0005  # a POSIX timer on CLOCK_MONOTONIC: ~2000 signals per second
+FALLBACK_INTERVAL_S = 0.002  # ITIMER_PROF: the kernel fires it at most ~250 times per CPU-second
+CLOCK_MONOTONIC = 1
 _SKIP_PARTS = ("site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox")
 
 
@@ -60,8 +71,58 @@ class Channel:
             data = data[os.write(self.write_fd, data) :]
 
 
+class _Sigevent(ctypes.Structure):  # struct sigevent (64 bytes); SIGEV_SIGNAL is 0
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int)]
+    _fields_ += [("_pad", ctypes.c_byte * (64 - ctypes.sizeof(ctypes.c_void_p) - 8))]
+
+
+class _Itimerspec(ctypes.Structure):  # interval and first expiry, each (sec, nsec)
+    _fields_ = [(name, ctypes.c_long) for name in ("i_s", "i_ns", "v_s", "v_ns")]
+
+
+class FineTimer:
+    """SIGPROF from a POSIX timer on the monotonic clock; ITIMER_PROF where there is none."""
+
+    def __init__(self) -> None:
+        self.timer = ctypes.c_void_p()
+        self.libc: Any = None
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            event = _Sigevent(None, signal.SIGPROF, 0)
+            if libc.timer_create(CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(self.timer)):
+                raise OSError(ctypes.get_errno(), "timer_create")
+            self.libc = libc
+        except (OSError, AttributeError):  # no timer_create (glibc < 2.34 keeps it in librt)
+            pass
+
+    def arm(self, interval_s: float) -> None:
+        if self.libc is None:
+            signal.setitimer(signal.ITIMER_PROF, FALLBACK_INTERVAL_S, FALLBACK_INTERVAL_S)
+            return
+        ns = int(interval_s * 1e9)
+        spec = _Itimerspec(ns // 10**9, ns % 10**9, ns // 10**9, ns % 10**9)
+        self.libc.timer_settime(self.timer, 0, ctypes.byref(spec), None)
+
+    def disarm(self) -> None:
+        if self.libc is None:
+            signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        else:
+            self.libc.timer_settime(self.timer, 0, ctypes.byref(_Itimerspec()), None)
+
+
+def function_of(qualname: str) -> str:
+    """The function a code object's time is judged under: a comprehension, generator
+    expression or lambda counts as the function it is in (3.12 inlines comprehensions)."""
+    while ".<locals>.<" in qualname:
+        head, _, tail = qualname.rpartition(".<locals>.")
+        if not tail.startswith("<"):
+            break
+        qualname = head
+    return qualname
+
+
 class LineSampler:
-    """CPU time per line of the tree's files, sampled: at each CPU-timer signal, each thread's
+    """CPU time per line of the tree's files, sampled: at each timer signal, each thread's
     CPU time since the previous signal (its own CPU clock) goes to the innermost frame of that
     thread that is in the tree (time in libraries to the tree's line that called them). A
     thread that waits (a `join`) gets next to nothing, the thread doing the work gets its time,
@@ -70,6 +131,9 @@ class LineSampler:
     def __init__(self, tree: str) -> None:
         self.tree = os.path.realpath(tree) + os.sep
         self.counts: dict[tuple[str, str, int], float] = {}
+        # This run's CPU time and samples per function (file, function_of(qualname)).
+        self.run: dict[tuple[str, str], list[float]] = {}
+        self.timer = FineTimer()
         self._names: dict[str, str | None] = {}
         self._last: dict[int, float] = {}  # thread ident -> its CPU clock at the last sample
 
@@ -105,22 +169,30 @@ class LineSampler:
             name = self._name(frame.f_code.co_filename)
             if name is not None:
                 code = frame.f_code
-                key = (name, getattr(code, "co_qualname", code.co_name), frame.f_lineno)
+                qualname = getattr(code, "co_qualname", code.co_name)
+                key = (name, qualname, frame.f_lineno)
                 self.counts[key] = self.counts.get(key, 0.0) + weight
+                found = self.run.setdefault((name, function_of(qualname)), [0.0, 0])
+                found[0] += weight
+                found[1] += 1
                 return
             frame = frame.f_back
 
     def start(self) -> None:
         self._last = {}
+        self.run = {}
         for ident in sys._current_frames():
             now = self._cpu_of(ident)
             if now is not None:
                 self._last[ident] = now
         signal.signal(signal.SIGPROF, self._sample)
-        signal.setitimer(signal.ITIMER_PROF, SAMPLE_INTERVAL_S, SAMPLE_INTERVAL_S)
+        self.timer.arm(SAMPLE_INTERVAL_S)
 
     def stop(self) -> None:
-        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        self.timer.disarm()
+
+    def take_run(self) -> list[list[Any]]:
+        return [[f, q, round(w, 7), n] for (f, q), (w, n) in sorted(self.run.items())]
 
     def take(self) -> list[list[Any]]:
         found = [[f, q, line, round(n, 6)] for (f, q, line), n in sorted(self.counts.items())]
@@ -241,7 +313,12 @@ class Worker:
         finally:
             cpu_s = time.process_time() - started
             self.sampler.stop()
-        return {"cpu_s": cpu_s, "outcome": outcome, "error": error}
+        return {
+            "cpu_s": cpu_s,
+            "outcome": outcome,
+            "error": error,
+            "functions": self.sampler.take_run(),
+        }
 
 
 def pytest_configure(config: pytest.Config) -> None:
