@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_scalene.model import LineKey, LineStats, SessionProfile, TestProfile
+from pytest_scalene.core.model import LineKey, LineStats, SessionProfile, TestProfile
 
 LOAD_PY = '''\
 """Loads and cleans the input frame."""

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from report_samples import sample_session, write_sources
 
-from pytest_scalene import html_report, model
-from pytest_scalene.json_report import session_to_dict
-from pytest_scalene.model import LineKey
+from pytest_scalene.core import model
+from pytest_scalene.core.codec import session_to_dict
+from pytest_scalene.core.model import LineKey
+from pytest_scalene.reports import html_report
 
 
 def _blocks(page: str) -> dict[str, str]:

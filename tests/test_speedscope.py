@@ -10,11 +10,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pytest_scalene import model
-from pytest_scalene.model import SessionProfile
-from pytest_scalene.scope import CodeScope
-from pytest_scalene.speedscope_export import to_speedscope
-from pytest_scalene.stack_recorder import OUTSIDE, StackRecorder
+from pytest_scalene.core import model
+from pytest_scalene.core.model import SessionProfile
+from pytest_scalene.reports.speedscope import to_speedscope
+from pytest_scalene.sampling.scope import CodeScope
+from pytest_scalene.sampling.stack_recorder import OUTSIDE, StackRecorder
 
 SCHEMA = json.loads(
     (Path(__file__).parent / "data" / "speedscope-file-format-schema.json").read_text()

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ..budgets import MARKER
+from ..gates.budgets import MARKER
 from ..instructions.runner import kept_arguments
-from ..profiler import Profiler
+from ..sampling.profiler import Profiler
 from . import git_tree, pairs, verdict
 from . import session as ab_session
 

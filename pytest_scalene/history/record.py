@@ -16,9 +16,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..gates import METRICS
-from ..json_report import _round as rounded
-from ..model import SessionProfile, TestProfile
+from ..core.codec import rounded
+from ..core.model import SessionProfile, TestProfile
+from ..core.natural_values import is_number
+from ..gates.metrics import METRICS
 
 # Test totals kept as columns (queried for trends and history verdicts).
 TEST_METRICS = ("elapsed_s", "cpu_s", "cpu_python_s", "cpu_native_s", "cpu_system_s")
@@ -132,7 +133,7 @@ def fingerprint(info: dict[str, Any]) -> str:
 
 # -- figures -------------------------------------------------------------------------------------
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     return float(value) if math.isfinite(value) else None
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from ..budgets import MARKER
-from ..model import TestProfile
-from ..profiler import Profiler
+from ..core.model import TestProfile
+from ..gates.budgets import MARKER
+from ..sampling.profiler import Profiler
 from . import runner
 
 PLUGIN_NAME = "pytest-scalene-instructions"
@@ -40,8 +40,7 @@ class InstructionCounts:
     def needs_counts(self, item: pytest.Item) -> bool:
         if sets_instruction_budget(item):
             return True
-        profiled = self.profiler.options.enabled or item.get_closest_marker(MARKER) is not None
-        return self.measure == "instructions" and profiled
+        return self.measure == "instructions" and self.profiler.wants(item)
 
     @pytest.hookimpl(trylast=True)  # after other plugins deselect
     def pytest_collection_finish(self, session: pytest.Session) -> None:
