@@ -5,7 +5,10 @@ profile keeps (`verdicts` in docs/json-schema.md) and what every report shows.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .model import TestProfile
 
 BUDGET = "budget"  # a perf_budget limit (or a --profile-fail-on-leak / --profile-max-copy-mb-s)
 REGRESSION = "regression"  # against a baseline, the history, or another git ref
@@ -38,8 +41,8 @@ class Verdict:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         return cls(
-            kind=data.get("kind", REGRESSION),
-            metric=data.get("metric", ""),
+            kind=str(data.get("kind") or ""),
+            metric=str(data.get("metric") or ""),
             limit=data.get("limit"),
             value=data.get("value"),
             passed=bool(data.get("passed", True)),
@@ -47,3 +50,13 @@ class Verdict:
             line=data.get("line"),
             baseline=data.get("baseline"),
         )
+
+
+def verdicts_of(profile: TestProfile) -> list[Verdict]:
+    """The test's verdicts, typed: what every report reads. The profile keeps them in their JSON
+    form (extra["verdicts"]), the form in which they travel (xdist, children, shards, the
+    checkpoint) and which other code may have written."""
+    found = profile.extra.get(VERDICTS_KEY)
+    if not isinstance(found, list):
+        return []
+    return [Verdict.from_dict(v) for v in found if isinstance(v, dict)]

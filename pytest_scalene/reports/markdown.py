@@ -10,7 +10,7 @@ from typing import Any
 from ..core.model import SessionProfile, TestProfile
 from ..core.natural_values import is_number
 from ..core.source import source_line
-from ..core.verdict import VERDICTS_KEY
+from ..core.verdict import REGRESSION, Verdict, verdicts_of
 from ..gates.metrics import METRICS
 
 TOP_LINES = 5
@@ -75,11 +75,6 @@ def _code(text: object) -> str:
     return "`" + str(text).replace("`", "'") + "`" if str(text) else ""
 
 
-def verdicts(profile: TestProfile) -> list[dict[str, Any]]:
-    found = profile.extra.get(VERDICTS_KEY, [])
-    return [v for v in found if isinstance(v, dict)] if isinstance(found, list) else []
-
-
 def _amount(metric: str | None, value: Any) -> str:
     if value is None or not is_number(value):
         return "" if value is None else str(value)
@@ -87,11 +82,11 @@ def _amount(metric: str | None, value: Any) -> str:
     return known.format(value) if known else f"{value:g}"
 
 
-def _expected(verdict: dict[str, Any]) -> str:
-    metric = verdict.get("metric")
-    if verdict.get("kind") == "regression":
-        return f"baseline {_amount(metric, verdict.get('baseline'))}"
-    limit = verdict.get("limit")
+def _expected(verdict: Verdict) -> str:
+    metric = verdict.metric
+    if verdict.kind == REGRESSION:
+        return f"baseline {_amount(metric, verdict.baseline)}"
+    limit = verdict.limit
     if isinstance(limit, bool):
         return f"{metric}={limit}"
     known = METRICS.get(str(metric))
@@ -106,18 +101,18 @@ def _failures_table(session: SessionProfile) -> list[str]:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for nodeid, profile in session.tests.items():
-        for v in verdicts(profile):
-            if not v.get("passed", True):
+        for v in verdicts_of(profile):
+            if v.failed:
                 rows.append(
                     "| "
                     + " | ".join(
                         _cell(x)
                         for x in (
                             _code(nodeid),
-                            v.get("kind", ""),
-                            v.get("metric") or "",
+                            v.kind,
+                            v.metric,
                             _expected(v),
-                            _amount(v.get("metric"), v.get("value")) or "not measured",
+                            _amount(v.metric, v.value) or "not measured",
                             _where(profile, v),
                         )
                     )
@@ -126,12 +121,12 @@ def _failures_table(session: SessionProfile) -> list[str]:
     return rows
 
 
-def _where(profile: TestProfile, verdict: dict[str, Any]) -> str:
+def _where(profile: TestProfile, verdict: Verdict) -> str:
     """The line cell: the verdict's line; for leaks the likeliest leak's; else the test."""
-    if verdict.get("line"):
-        return _code(verdict["line"])
+    if verdict.line:
+        return _code(verdict.line)
     leaks = [x for x in profile.extra.get("leaks") or [] if isinstance(x, dict)]
-    if verdict.get("metric") == "leaks" and leaks:
+    if verdict.metric == "leaks" and leaks:
         worst = max(leaks, key=lambda x: x.get("probability") or 0)
         return _code(f"{worst.get('file')}:{worst.get('line')}")
     return "(the whole test)"
@@ -178,10 +173,10 @@ def baseline_notes(profile: TestProfile) -> list[str]:
 
 def render(session: SessionProfile, rootdir: str, outcomes: RunOutcomes | None = None) -> str:
     tests = list(session.tests.values())
-    checked = [(p, v) for p in tests for v in verdicts(p)]
-    failed = [(p, v) for p, v in checked if not v.get("passed", True)]
-    kinds = sorted({str(v.get("kind", "")) for _, v in failed})
-    counts = ", ".join(f"{k}: {sum(v.get('kind') == k for _, v in failed)}" for k in kinds)
+    checked = [(p, v) for p in tests for v in verdicts_of(p)]
+    failed = [(p, v) for p, v in checked if v.failed]
+    kinds = sorted({v.kind for _, v in failed})
+    counts = ", ".join(f"{k}: {sum(v.kind == k for _, v in failed)}" for k in kinds)
     failing_tests = len({p.nodeid for p, _ in failed})
     out = ["## pytest-scalene", "", *_outcome_lines(outcomes or RunOutcomes())]
     if failed:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.model import SessionProfile, TestProfile
+from ..core.verdict import REGRESSION, verdicts_of
 from ..gates.repeat import NOT_REPEATABLE_KEY
 from .terminal import INDENT, WIDTH, _num, _source, _summary, _test_peak, _verdict_text, _wrap, fit
 
@@ -111,9 +112,9 @@ def _top_lines(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
 def _failed_gates(tests: list[TestProfile], width: int) -> list[str]:
     out: list[str] = []
     for profile in tests:
-        for verdict in profile.extra.get("verdicts") or []:
-            if isinstance(verdict, dict) and not verdict.get("passed", True):
-                label = "regressed" if verdict.get("kind") == "regression" else "budget FAIL"
+        for verdict in verdicts_of(profile):
+            if verdict.failed:
+                label = "regressed" if verdict.kind == REGRESSION else "budget FAIL"
                 out += [fit(f"{INDENT}{profile.nodeid}", width, keep_end=True)]
                 out += _wrap(f"{label}: {_verdict_text(verdict)}", width, INDENT * 2, INDENT * 3)
     return _ranked("Failed gates:", out)

@@ -17,6 +17,7 @@ from typing import Any
 from ..core.model import LineKey, LineStats, SessionProfile, TestProfile
 from ..core.natural_values import is_number
 from ..core.source import source_line
+from ..core.verdict import BUDGET, REGRESSION, Verdict, verdicts_of
 from .sparkline import timeline_sparkline
 
 WIDTH = 100
@@ -241,15 +242,14 @@ def _select(tests: list[TestProfile], rootdir: str, top: int | None, max_rows: i
 
 
 # -- rendering -------------------------------------------------------------------------------
-def _verdict_text(verdict: dict[str, Any]) -> str:
-    message = verdict.get("message")
-    if message:
-        return str(message)
-    return f"{verdict.get('metric')} = {verdict.get('value')} (limit {verdict.get('limit')})"
+def _verdict_text(verdict: Verdict) -> str:
+    if verdict.message:
+        return verdict.message
+    return f"{verdict.metric} = {verdict.value} (limit {verdict.limit})"
 
 
-def _verdict_kind(verdict: dict) -> str:
-    return "regression" if verdict.get("kind") == "regression" else "budget"
+def _verdict_kind(verdict: Verdict) -> str:
+    return REGRESSION if verdict.kind == REGRESSION else BUDGET
 
 
 def _header(profile: TestProfile, width: int) -> list[str]:
@@ -281,10 +281,9 @@ def _header(profile: TestProfile, width: int) -> list[str]:
         high = max(_num(p[1]) for p in timeline)
         out.append(fit(f"{INDENT}memory {spark}  0-{high:.1f} MB over {end:.2f} s", width))
 
-    for verdict in profile.extra.get("verdicts") or []:
-        if isinstance(verdict, dict):
-            label = VERDICT_LABELS[_verdict_kind(verdict), bool(verdict.get("passed"))]
-            out += _wrap(_verdict_text(verdict), width, f"{INDENT}{label} ", INDENT + " " * 12)
+    for verdict in verdicts_of(profile):
+        label = VERDICT_LABELS[_verdict_kind(verdict), verdict.passed]
+        out += _wrap(_verdict_text(verdict), width, f"{INDENT}{label} ", INDENT + " " * 12)
     for (file, line), leak in sorted(_leaks(profile).items()):
         text = (
             f"{file}:{line}  probability {100 * _num(leak.get('probability')):.0f}%"
@@ -361,11 +360,11 @@ def _summary(tests: list[TestProfile], width: int) -> list[str]:
     peaks = [_test_peak(t) for t in tests]
     if any(peaks):
         parts.append(f"highest peak {max(peaks):.1f} MB")
-    verdicts = [v for t in tests for v in t.extra.get("verdicts") or [] if isinstance(v, dict)]
-    for kind, name in (("budget", "budgets"), ("regression", "baseline comparisons")):
+    verdicts = [v for t in tests for v in verdicts_of(t)]
+    for kind, name in ((BUDGET, "budgets"), (REGRESSION, "baseline comparisons")):
         judged = [v for v in verdicts if _verdict_kind(v) == kind]
         if judged:
-            failed = sum(1 for v in judged if not v.get("passed"))
+            failed = sum(1 for v in judged if v.failed)
             parts.append(f"{name} {failed} failed of {len(judged)}")
     leaks = sum(len(_leaks(t)) for t in tests)
     if leaks:
