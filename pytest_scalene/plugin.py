@@ -2,10 +2,10 @@
 
 Every hook of the main session that pytest-scalene implements lives here, once: each one calls
 plain methods of the parts of the run (`Run`, in config.stash) in a fixed order, so that the
-order is read here rather than worked out from tryfirst and registration order. Four small
-plugin objects keep hooks that nothing else implements: the crash-safe JSON checkpoint
-(reports/checkpoint.py), the xdist report relay (xdist/report_relay.py), and the instruction
-counting and A/B sessions, which start after collection (instructions/counts.py, ab/plugin.py).
+order is read here rather than worked out from tryfirst and registration order. Two small
+plugin objects keep hooks that nothing else implements, registered only when they act: the
+crash-safe JSON checkpoint (reports/checkpoint.py) and the xdist report relay
+(xdist/report_relay.py).
 docs/architecture.md maps the package.
 """
 
@@ -62,6 +62,8 @@ class Run:
     outputs: Outputs
     gpu: GpuSetup
     worker: bool  # an xdist worker: its profiles go to the controller, which writes the files
+    instructions: counts.InstructionCounts
+    ab: ab_plugin.CompareRef | None = None  # --profile-compare-ref
     stacks: StackRecorder | None = None  # --profile-speedscope
     history: History | None = None  # --profile-history
 
@@ -108,18 +110,22 @@ def pytest_configure(config: pytest.Config) -> None:
     gate_options = GateOptions.from_config(config)
     if gate_options.measure == "instructions" and (problem := runner.problem()) is not None:
         raise pytest.UsageError(f"--profile-measure=instructions: {problem}")
-    instructions = counts.InstructionCounts(config, profiler, gate_options.measure)
-    config.pluginmanager.register(instructions, counts.PLUGIN_NAME)  # valgrind, when needed
     worker = runenv.is_xdist_worker(config)
+    ab = None
     if gate_options.compare_ref and not worker:
         setup = ab_plugin.check(config, gate_options.compare_ref)  # a bad ref: a usage error
         ab = ab_plugin.CompareRef(config, profiler, setup)
-        config.pluginmanager.register(ab, ab_plugin.PLUGIN_NAME)  # A/B runs after collection
     outputs = Outputs()
     gpu = GpuSetup(profiler)
     config.add_cleanup(gpu.close)
     run = config.stash[RUN_KEY] = Run(
-        profiler, Gates(config, profiler, gate_options, outputs), outputs, gpu, worker
+        profiler,
+        Gates(config, profiler, gate_options, outputs),
+        outputs,
+        gpu,
+        worker,
+        counts.InstructionCounts(config, profiler, gate_options.measure),  # valgrind, if needed
+        ab,
     )
     history = HistoryOptions.from_config(config)
     if history.url:
@@ -143,6 +149,17 @@ def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
         return (yield)
     with preloaded_workers(session.config):  # xdist's workers start with the shim too
         return (yield)
+
+
+@pytest.hookimpl(trylast=True)  # after other plugins deselect
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The sessions that run the selected tests elsewhere, before any test runs here."""
+    run = _run(session.config)
+    if run is None:
+        return
+    if run.ab is not None:
+        run.ab.after_collection(session)  # A/B runs against the git ref
+    run.instructions.after_collection(session)  # instruction counts under valgrind
 
 
 # -- each test -----------------------------------------------------------------------------------
@@ -169,8 +186,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
     run = _run(item.config)
+    if run is not None:  # the other sessions' results go on the profile before it is judged
+        run.instructions.attach(item, call)
+        if run.ab is not None:
+            run.ab.attach(item, call)
+    report = yield
     profile = run.profiler.session.tests.get(item.nodeid) if run else None
     if run is None or profile is None:
         return report

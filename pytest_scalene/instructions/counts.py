@@ -19,7 +19,6 @@ from ..gates.budgets import MARKER
 from ..sampling.profiler import Profiler
 from . import runner
 
-PLUGIN_NAME = "pytest-scalene-instructions"
 COUNT_KEY = "instructions"  # profile.extra: the test's count (gates.METRICS)
 FUNCTIONS_KEY = "instructions_functions"  # profile.extra: inclusive count per Python function
 ENVIRONMENT_KEY = "instructions_environment"  # profile.extra: what the counts depend on
@@ -42,8 +41,8 @@ class InstructionCounts:
             return True
         return self.measure == "instructions" and self.profiler.wants(item)
 
-    @pytest.hookimpl(trylast=True)  # after other plugins deselect
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
+    def after_collection(self, session: pytest.Session) -> None:
+        """Called by plugin.py's pytest_collection_finish (trylast: after deselection)."""
         if self.config.option.collectonly:
             return
         nodeids = [item.nodeid for item in session.items if self.needs_counts(item)]
@@ -91,8 +90,8 @@ class InstructionCounts:
             extra += ["--timeout=0"]
         return extra
 
-    @pytest.hookimpl(tryfirst=True)  # before the gates judge the call phase's report
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    def attach(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        """Called by plugin.py's pytest_runtest_makereport, before the gates judge."""
         if call.when != "call" or item.nodeid not in self.counts:
             return
         profile = self.profiler.session.tests.get(item.nodeid)

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .patches import Patches
+
 _original_join = threading.Thread.join
 _original_cond_wait = threading.Condition.wait
 _original_sleep = time.sleep
@@ -82,20 +84,8 @@ _PATCHES: list[tuple[Any, str, Callable[..., Any]]] = [
 ]
 
 
-class BlockingPatches:
+class BlockingPatches(Patches):
     """Applies the patches in the main thread and restores exactly what was there before."""
 
-    def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, Any]] = []
-
-    def apply(self) -> None:
-        if self._saved or threading.current_thread() is not threading.main_thread():
-            return
-        for owner, name, replacement in _PATCHES:
-            self._saved.append((owner, name, owner.__dict__[name]))
-            setattr(owner, name, replacement)
-
-    def undo(self) -> None:
-        while self._saved:
-            owner, name, original = self._saved.pop()
-            setattr(owner, name, original)
+    def apply(self) -> bool:  # type: ignore[override]
+        return super().apply(_PATCHES)

@@ -30,6 +30,7 @@ from types import FrameType
 from typing import Any
 
 from .cpu_sampler import CpuSampler
+from .patches import Patches
 from .timers import _getitimer, _getsignal, _setitimer, _signal, signal_name
 
 _alarm = signal.alarm
@@ -49,7 +50,7 @@ class SignalGuard:
         self.sampler = sampler
         self.on_step_aside = on_step_aside
         self.in_child = in_child  # more to undo in a fork() child (the blocking patches)
-        self._saved: list[tuple[Any, str, Any]] = []
+        self._patches = Patches()
 
     def _claim(self, what: str, frame: FrameType | None) -> None:
         if not self.sampler.active:
@@ -101,27 +102,24 @@ class SignalGuard:
     # -- around a test -----------------------------------------------------------------------
     def apply(self) -> None:
         global _current
-        if self._saved or threading.current_thread() is not threading.main_thread():
-            return
-        for owner, name, replacement in (
-            (signal, "signal", self._signal),
-            (signal, "getsignal", self._getsignal),
-            (signal, "setitimer", self._setitimer),
-            (signal, "getitimer", self._getitimer),
-            (signal, "alarm", self._alarm),
-            (faulthandler, "register", self._faulthandler_register),
-        ):
-            self._saved.append((owner, name, getattr(owner, name)))
-            setattr(owner, name, replacement)
-        _current = self
+        applied = self._patches.apply(
+            (
+                (signal, "signal", self._signal),
+                (signal, "getsignal", self._getsignal),
+                (signal, "setitimer", self._setitimer),
+                (signal, "getitimer", self._getitimer),
+                (signal, "alarm", self._alarm),
+                (faulthandler, "register", self._faulthandler_register),
+            )
+        )
+        if applied:
+            _current = self
 
     def undo(self) -> None:
         global _current
         if _current is self:
             _current = None
-        while self._saved:
-            owner, name, original = self._saved.pop()
-            setattr(owner, name, original)
+        self._patches.undo()
 
     def _after_fork_in_child(self) -> None:
         self.sampler.abandon()
