@@ -18,6 +18,7 @@ from pytest_scalene.ab import plugin as ab_plugin
 from pytest_scalene.ab import session as ab_session
 from pytest_scalene.ab import verdict as ab_verdict
 from pytest_scalene.config import options
+from pytest_scalene.core import natural_values
 from pytest_scalene.core.model import SCHEMA_VERSION, LineKey
 from pytest_scalene.gates import budgets, comparison, repeat
 from pytest_scalene.gates.baseline_store import BASELINE_SCHEMA
@@ -385,7 +386,7 @@ def test_every_marker_keyword_is_documented_with_its_unit(keyword):
 
 def test_size_units_are_the_codes():
     text = section(read("budgets.md"), "Values")
-    for unit in budgets._SIZE_UNITS:
+    for unit in natural_values._SIZE_UNITS:
         assert re.search(rf"\b{unit}\b", text, re.I), f"size unit {unit!r} is not documented"
 
 

@@ -108,7 +108,7 @@ def test_csp_allows_only_the_inline_script_by_hash(tmp_path: Path) -> None:
 def test_template_ships_as_package_data() -> None:
     from importlib import resources
 
-    template = resources.files("pytest_scalene").joinpath(html_report.TEMPLATE)
+    template = resources.files("pytest_scalene.reports").joinpath(html_report.TEMPLATE)
     assert template.is_file() and "{{PROFILE_JSON}}" in template.read_text(encoding="utf-8")
 
 

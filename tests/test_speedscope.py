@@ -164,13 +164,13 @@ def test_plugin_writes_a_valid_speedscope_file(run_profiled, pytester: pytest.Py
 
 
 def test_no_stacks_are_recorded_without_the_option(pytester: pytest.Pytester) -> None:
-    from pytest_scalene.plugin import PROFILER_KEY, STACKS_KEY
+    from pytest_scalene.plugin import RUN_KEY
 
-    config = pytester.parseconfigure("--profile")
-    assert STACKS_KEY not in config.stash
-    assert not any(isinstance(x, StackRecorder) for x in config.stash[PROFILER_KEY].listeners)
-    config = pytester.parseconfigure("--profile", "--profile-speedscope=x.json")
-    assert config.stash[STACKS_KEY] in config.stash[PROFILER_KEY].listeners
+    run = pytester.parseconfigure("--profile").stash[RUN_KEY]
+    assert run.stacks is None
+    assert not any(isinstance(x, StackRecorder) for x in run.profiler.listeners)
+    run = pytester.parseconfigure("--profile", "--profile-speedscope=x.json").stash[RUN_KEY]
+    assert run.stacks in run.profiler.listeners
 
 
 def test_a_directory_is_refused_as_the_output_path(pytester: pytest.Pytester) -> None:

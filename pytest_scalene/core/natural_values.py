@@ -25,6 +25,17 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def number_or_zero(value: Any) -> float:
+    """`value` as a float when is_number(value), else 0.0 (inlined: the reports call it per
+    figure)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def float_or_none(value: Any) -> float | None:
+    """`value` as a float when is_number(value), else None (inlined, as number_or_zero)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def finite_number(value: Any, what: str) -> float:
     """`value` as a finite, non-negative float; BudgetError naming `what` otherwise."""
     if not is_number(value):

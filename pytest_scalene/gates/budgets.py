@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.model import TestProfile
-from ..core.natural_values import BudgetError, finite_number, is_number, parse_duration, parse_size
+from ..core.natural_values import (
+    BudgetError,
+    finite_number,
+    number_or_zero,
+    parse_duration,
+    parse_size,
+)
 from ..core.runenv import MARKER
 from ..core.verdict import BUDGET, Verdict
 from .metrics import METRICS, Availability, Metric, missing_reason, top_line, where
@@ -134,8 +140,7 @@ def _leak_result(profile: TestProfile, count: int) -> Verdict:
     return Verdict(BUDGET, "leaks", False, float(count), False, message)
 
 
-def _num(value: Any) -> float:
-    return float(value) if is_number(value) else 0.0
+_num = number_or_zero
 
 
 def _check_one(

@@ -11,15 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.model import LineKey, LineStats, TestProfile
-from ..core.natural_values import is_number
+from ..core.natural_values import float_or_none
 
 
 def _extra(name: str) -> Callable[[LineStats | TestProfile], float | None]:
     def read(stats: LineStats | TestProfile) -> float | None:
-        value = stats.extra.get(name)
-        if not is_number(value):
-            return None
-        return float(value)
+        return float_or_none(stats.extra.get(name))
 
     return read
 

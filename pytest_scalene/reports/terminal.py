@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.model import LineKey, LineStats, SessionProfile, TestProfile
-from ..core.natural_values import is_number
+from ..core.natural_values import number_or_zero
 from ..core.source import source_line
 from ..core.verdict import BUDGET, REGRESSION, Verdict, verdicts_of
 from .sparkline import timeline_sparkline
@@ -77,8 +77,7 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
 
 
 # -- figures ---------------------------------------------------------------------------------
-def _num(value: Any) -> float:
-    return float(value) if is_number(value) else 0.0
+_num = number_or_zero
 
 
 def _wait_s(stats: LineStats) -> float:
