@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .verdict import Verdict
+
 SCHEMA_VERSION = 1
 
 
@@ -45,6 +47,7 @@ class TestProfile:
     cpu_system_s: float = 0.0
     lines: dict[LineKey, LineStats] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    verdicts: list[Verdict] = field(default_factory=list)  # the gates' (JSON: `verdicts`)
 
     @property
     def cpu_s(self) -> float:

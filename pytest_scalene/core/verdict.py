@@ -1,18 +1,16 @@
 """A gate's verdict on one test: what budgets (gates/budgets.py), the baseline comparison
 (gates/comparison.py), the history (history/judge.py) and the A/B comparison return, what the
-profile keeps (`verdicts` in docs/json-schema.md) and what every report shows."""
+profile keeps (TestProfile.verdicts; `verdicts` in docs/json-schema.md, written and read by
+core/codec.py) and what every report shows, by field."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .model import TestProfile
+from typing import Any
 
 BUDGET = "budget"  # a perf_budget limit (or a --profile-fail-on-leak / --profile-max-copy-mb-s)
 REGRESSION = "regression"  # against a baseline, the history, or another git ref
-VERDICTS_KEY = "verdicts"  # TestProfile.extra: the test's verdicts, as dicts (to_dict)
+VERDICTS_KEY = "verdicts"  # the JSON key of a test's verdicts (TestProfile.verdicts)
 
 
 @dataclass(frozen=True)
@@ -50,13 +48,3 @@ class Verdict:
             line=data.get("line"),
             baseline=data.get("baseline"),
         )
-
-
-def verdicts_of(profile: TestProfile) -> list[Verdict]:
-    """The test's verdicts, typed: what every report reads. The profile keeps them in their JSON
-    form (extra["verdicts"]), the form in which they travel (xdist, children, shards, the
-    checkpoint) and which other code may have written."""
-    found = profile.extra.get(VERDICTS_KEY)
-    if not isinstance(found, list):
-        return []
-    return [Verdict.from_dict(v) for v in found if isinstance(v, dict)]

@@ -4,7 +4,7 @@ properties.
 
 A failed gate turns the call phase's passed report into a failed one whose message names the
 metric, the limit or baseline, the measured value and the line; the profile keeps every verdict
-(passed ones too) under extra["verdicts"] and the comparison's line matching under
+(passed ones too) in TestProfile.verdicts and the comparison's line matching under
 extra["baseline"], so the JSON, HTML, terminal and Markdown reports show them.
 """
 
@@ -20,7 +20,7 @@ from ..config.options import GateOptions
 from ..core import runenv
 from ..core.model import TestProfile
 from ..core.outputs import Outputs
-from ..core.verdict import VERDICTS_KEY, Verdict
+from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
 from . import baseline_store
 from .baseline_entry import entry_from_profile
@@ -171,7 +171,7 @@ class Gates:
                 if CLEARED_KEY in item.stash:
                     profile.extra["baseline"]["notes"].append(item.stash[CLEARED_KEY])
         if verdicts:
-            profile.extra[VERDICTS_KEY] = [v.to_dict() for v in verdicts]
+            profile.verdicts = verdicts
         self._properties(item, profile, verdicts)
         return [v.message for v in verdicts if v.failed]
 

@@ -153,8 +153,7 @@ def test_record(profile: TestProfile) -> TestRecord:
         stats = profile.lines[key]
         values = (stats.cpu_s, *(_number(stats.extra.get(m)) for m in LINE_METRICS[1:]))
         lines.append(LineRecord(key.file, key.line, key.function, values))
-    verdicts = profile.extra.get("verdicts", [])
-    verdicts = [v for v in verdicts if isinstance(v, dict)] if isinstance(verdicts, list) else []
+    verdicts = [v.to_dict() for v in profile.verdicts]
     # as the JSON profile writes them (6 decimals)
     return TestRecord(profile.nodeid, profile.outcome, metrics, rounded(verdicts), tuple(lines))
 

@@ -13,7 +13,6 @@ import pytest
 
 from ..config.history_options import HistoryOptions
 from ..core import runenv
-from ..core.verdict import VERDICTS_KEY
 from ..gates.comparison import CPU_TIMED, NoiseRule
 from ..gates.repeat import CONFIRM_PAUSES_S, run_again
 from ..sampling.profiler import Profiler
@@ -100,8 +99,7 @@ class History:
             "machine": self.machine,
             "notes": notes,
         }
-        verdicts = profile.extra.setdefault(VERDICTS_KEY, [])
-        verdicts += [v.verdict().to_dict() for v in found]
+        profile.verdicts += [v.verdict() for v in found]
         failed = [v.message for v in found if not v.passed]
         if failed:
             report.outcome = "failed"

@@ -10,7 +10,7 @@ from typing import Any
 from ..core.model import SessionProfile, TestProfile
 from ..core.natural_values import is_number
 from ..core.source import source_line
-from ..core.verdict import REGRESSION, Verdict, verdicts_of
+from ..core.verdict import REGRESSION, Verdict
 from ..gates.metrics import METRICS
 
 TOP_LINES = 5
@@ -101,7 +101,7 @@ def _failures_table(session: SessionProfile) -> list[str]:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for nodeid, profile in session.tests.items():
-        for v in verdicts_of(profile):
+        for v in profile.verdicts:
             if v.failed:
                 rows.append(
                     "| "
@@ -173,7 +173,7 @@ def baseline_notes(profile: TestProfile) -> list[str]:
 
 def render(session: SessionProfile, rootdir: str, outcomes: RunOutcomes | None = None) -> str:
     tests = list(session.tests.values())
-    checked = [(p, v) for p in tests for v in verdicts_of(p)]
+    checked = [(p, v) for p in tests for v in p.verdicts]
     failed = [(p, v) for p, v in checked if v.failed]
     kinds = sorted({v.kind for _, v in failed})
     counts = ", ".join(f"{k}: {sum(v.kind == k for _, v in failed)}" for k in kinds)

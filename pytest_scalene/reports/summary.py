@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.model import SessionProfile, TestProfile
-from ..core.verdict import REGRESSION, verdicts_of
+from ..core.verdict import REGRESSION
 from ..gates.repeat import NOT_REPEATABLE_KEY
 from .terminal import INDENT, WIDTH, _num, _source, _summary, _test_peak, _verdict_text, _wrap, fit
 
@@ -112,7 +112,7 @@ def _top_lines(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
 def _failed_gates(tests: list[TestProfile], width: int) -> list[str]:
     out: list[str] = []
     for profile in tests:
-        for verdict in verdicts_of(profile):
+        for verdict in profile.verdicts:
             if verdict.failed:
                 label = "regressed" if verdict.kind == REGRESSION else "budget FAIL"
                 out += [fit(f"{INDENT}{profile.nodeid}", width, keep_end=True)]

@@ -17,7 +17,7 @@ from typing import Any
 from ..core.model import LineKey, LineStats, SessionProfile, TestProfile
 from ..core.natural_values import number_or_zero
 from ..core.source import source_line
-from ..core.verdict import BUDGET, REGRESSION, Verdict, verdicts_of
+from ..core.verdict import BUDGET, REGRESSION, Verdict
 from .sparkline import timeline_sparkline
 
 WIDTH = 100
@@ -280,7 +280,7 @@ def _header(profile: TestProfile, width: int) -> list[str]:
         high = max(_num(p[1]) for p in timeline)
         out.append(fit(f"{INDENT}memory {spark}  0-{high:.1f} MB over {end:.2f} s", width))
 
-    for verdict in verdicts_of(profile):
+    for verdict in profile.verdicts:
         label = VERDICT_LABELS[_verdict_kind(verdict), verdict.passed]
         out += _wrap(_verdict_text(verdict), width, f"{INDENT}{label} ", INDENT + " " * 12)
     for (file, line), leak in sorted(_leaks(profile).items()):
@@ -359,7 +359,7 @@ def _summary(tests: list[TestProfile], width: int) -> list[str]:
     peaks = [_test_peak(t) for t in tests]
     if any(peaks):
         parts.append(f"highest peak {max(peaks):.1f} MB")
-    verdicts = [v for t in tests for v in verdicts_of(t)]
+    verdicts = [v for t in tests for v in t.verdicts]
     for kind, name in ((BUDGET, "budgets"), (REGRESSION, "baseline comparisons")):
         judged = [v for v in verdicts if _verdict_kind(v) == kind]
         if judged:
