@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "history"))
 
+from pytest_scalene.history.connect import open_store  # noqa: E402
 from pytest_scalene.history.history_html import render_page  # noqa: E402
 from pytest_scalene.history.record import (  # noqa: E402
     TEST_METRICS,
@@ -35,7 +36,6 @@ from pytest_scalene.history.record import (  # noqa: E402
     RunRecord,
     TestRecord,
 )
-from pytest_scalene.history.store import open_store  # noqa: E402
 
 SECTION = "history-store"  # its kept block in docs/benchmarks.md
 TARGET_RUNS = 1000

@@ -164,9 +164,9 @@ def _stacks(ctx: Context, pid: int) -> str:
 
 
 def _shim_path() -> str:
-    from pytest_scalene import preload
+    from pytest_scalene.core import runenv
 
-    path = preload.shim_path()
+    path = runenv.shim_path()
     if path is None or not path.is_file():
         raise SystemExit("the allocator shim is not built (pip install -e .)")
     return str(path)

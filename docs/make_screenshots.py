@@ -87,7 +87,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "tests"))
         from report_samples import sample_session, write_sources
 
-        from pytest_scalene.html_report import write_html
+        from pytest_scalene.reports.html_report import write_html
 
         write_sources(work)
         sample = work / "sample.html"

@@ -15,16 +15,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .atomic_write import write_text_atomic
+from .core.atomic_write import write_text_atomic
 
 EXIT_USAGE = 2
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from . import markdown_report
-    from .html_report import write_html
-    from .json_report import write_json
-    from .shard_merge import merge_profiles
+    from .reports import markdown as markdown_report
+    from .reports.html_report import write_html
+    from .reports.json_report import write_json
+    from .reports.shards import merge_profiles
 
     session = merge_profiles(args.profiles)
     rootdir = os.fspath(args.rootdir)
@@ -38,7 +38,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _merge_baselines(args: argparse.Namespace) -> int:
-    from .baseline_merge import merge_dirs
+    from .gates.baseline_merge import merge_dirs
 
     written = merge_dirs(args.directories, args.output, args.base)
     print(
@@ -49,9 +49,21 @@ def _merge_baselines(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from .history.trends import show
+    from .history.connect import open_store
+    from .history.history_html import write_page
+    from .history.trends import render
+    from .history.urls import describe
 
-    return show(args)
+    with open_store(args.url, create=False) as store:
+        runs = store.runs(last=args.last, machine=args.machine)
+        if not runs:
+            print(f"{describe(args.url)}: no run recorded yet", file=sys.stderr)
+            return 0
+        print(render(store, runs, args.metric, args.test, args.lines))
+        if args.html:
+            write_page(store, runs, args.metric, args.test, args.html)
+            print(f"history page written to {args.html}")
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -90,9 +102,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .baseline_merge import BaselineMergeError
+    from .gates.baseline_merge import BaselineMergeError
     from .history.store import HistoryError
-    from .shard_merge import MergeError
+    from .reports.shards import MergeError
 
     args = parser().parse_args(argv)
     try:

@@ -1,49 +1,81 @@
-"""pytest hooks: option parsing, profiling around each test call, reports at the end."""
+"""The pytest plugin `scalene` (the pytest11 entry point; `-p no:scalene` turns it off).
+
+Every hook of the main session that pytest-scalene implements lives here, once: each one calls
+plain methods of the parts of the run (`Run`, in config.stash) in a fixed order, so that the
+order is read here rather than worked out from tryfirst and registration order. Two small
+plugin objects keep hooks that nothing else implements, registered only when they act: the
+crash-safe JSON checkpoint (reports/checkpoint.py) and the xdist report relay
+(xdist/report_relay.py).
+docs/architecture.md maps the package.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from . import (
-    child_agent,
-    child_profiles,
-    flag_conflicts,
-    ini_options,
-    json_checkpoint,
-    memory_sampler,
-    preload,
-    terminal_report,
-    terminal_summary,
-    xdist_relay,
-)
 from .ab import plugin as ab_plugin
-from .gate_hooks import PLUGIN_NAME, GatePlugin
-from .gpu_sampler import GpuSetup
-from .history.options import HistoryOptions
-from .history.pytest_plugin import PLUGIN_NAME as HISTORY_PLUGIN_NAME
-from .history.pytest_plugin import HistoryPlugin
-from .html_report import write_html
+from .ab.git_tree import saved_from
+from .children import agent as child_agent
+from .children import collector as child_profiles
+from .config import flag_conflicts, ini_options
+from .config.history_options import HistoryOptions
+from .config.options import GateOptions, ProfileOptions, add_options
+from .core import runenv
+from .core.atomic_write import write_text_atomic
+from .core.outputs import Outputs
+from .core.verdict import Verdict
+from .gates.judging import Gates
+from .gates.memory_need import selected_need_memory
+from .history.session import History
 from .instructions import child_plugin, counts, runner
-from .json_report import write_json
-from .options import GateOptions, ProfileOptions, add_options
-from .profiler import Profiler
-from .speedscope_export import write_speedscope
-from .stack_recorder import StackRecorder
-from .xdist_preload import XdistPreload
+from .reports import checkpoint as json_checkpoint
+from .reports import markdown as markdown_report
+from .reports import summary as terminal_summary
+from .reports import terminal as terminal_report
+from .reports.html_report import write_html
+from .reports.json_report import write_json
+from .reports.speedscope import write_speedscope
+from .sampling import memory_sampler, preload
+from .sampling.gpu_sampler import GpuSetup
+from .sampling.profiler import Profiler
+from .sampling.stack_recorder import StackRecorder
+from .xdist import report_relay as xdist_relay
+from .xdist import session_payload as xdist_bridge
+from .xdist.worker_preload import preloaded_workers
 
-PROFILER_KEY = pytest.StashKey[Profiler]()
-GPU_KEY = pytest.StashKey[GpuSetup]()
-STACKS_KEY = pytest.StashKey[StackRecorder]()
 STACKS_OUTPUT_KEY = "pytest_scalene_stacks"  # a worker's stacks, in xdist's workeroutput
-BUDGET_MARKER = "perf_budget"
-XDIST_PRELOAD_NAME = "pytest_scalene_xdist_preload"
+MAX_NOTES = 10  # gate notes shown without -v
 
 
+@dataclass
+class Run:
+    """The parts of one pytest session that profiles."""
+
+    profiler: Profiler
+    gates: Gates
+    outputs: Outputs
+    gpu: GpuSetup
+    worker: bool  # an xdist worker: its profiles go to the controller, which writes the files
+    instructions: counts.InstructionCounts
+    ab: ab_plugin.CompareRef | None = None  # --profile-compare-ref
+    stacks: StackRecorder | None = None  # --profile-speedscope
+    history: History | None = None  # --profile-history
+
+
+RUN_KEY = pytest.StashKey[Run]()
+
+
+def _run(config: pytest.Config) -> Run | None:
+    return config.stash.get(RUN_KEY, None)
+
+
+# -- start-up ------------------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     flag_conflicts.check(parser, pluginmanager)
     add_options(parser)
@@ -52,30 +84,25 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None, None, None]:
     # Outermost, before capture starts and conftests load: may re-execute pytest with the
-    # allocator shim preloaded (see preload.py).
+    # allocator shim preloaded (see sampling/preload.py).
     child_agent.stop_for_nested_pytest()  # a profiled child running pytest: it profiles itself
-    if not _counting_session():
-        preload.prepare(early_config)
+    if not runenv.in_counting_session():
+        preload.prepare(early_config, selected_need_memory)
     return (yield)
-
-
-def _counting_session() -> bool:
-    """This is the child session that counts instructions under valgrind: no profiling here."""
-    return bool(os.environ.get(runner.COUNTING_ENV))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{BUDGET_MARKER}(**limits): profile this test and fail it when a limit is exceeded "
+        f"{runenv.MARKER}(**limits): profile this test and fail it when a limit is exceeded "
         "(see pytest-scalene's docs/budgets.md)",
     )
-    if _counting_session():
-        child_plugin.register(config)
+    if runenv.in_counting_session():
+        child_plugin.register(config)  # the child session under valgrind: no profiling here
         return
     ini_options.resolve(config, config.option)  # ini keys for what the command line left out
     options = ProfileOptions.from_config(config)
-    config.stash[PROFILER_KEY] = profiler = Profiler(options, str(config.rootpath))
+    profiler = Profiler(options, str(config.rootpath))
     memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
     child_profiles.attach(profiler, config.add_cleanup)  # --profile-subprocesses
     json_checkpoint.install(config, profiler.session, options.json_path)  # crash-safe JSON
@@ -83,133 +110,220 @@ def pytest_configure(config: pytest.Config) -> None:
     gate_options = GateOptions.from_config(config)
     if gate_options.measure == "instructions" and (problem := runner.problem()) is not None:
         raise pytest.UsageError(f"--profile-measure=instructions: {problem}")
-    instructions = counts.InstructionCounts(config, profiler, gate_options.measure)
-    config.pluginmanager.register(instructions, counts.PLUGIN_NAME)  # valgrind, when needed
-    if gate_options.compare_ref and not hasattr(config, "workerinput"):
+    worker = runenv.is_xdist_worker(config)
+    ab = None
+    if gate_options.compare_ref and not worker:
         setup = ab_plugin.check(config, gate_options.compare_ref)  # a bad ref: a usage error
         ab = ab_plugin.CompareRef(config, profiler, setup)
-        config.pluginmanager.register(ab, ab_plugin.PLUGIN_NAME)  # A/B runs after collection
-    gates = GatePlugin(config, profiler, gate_options)
-    config.pluginmanager.register(gates, PLUGIN_NAME)  # budgets, baselines, CI outputs, xdist
-    history = HistoryOptions.from_config(config)
-    if history.url:  # after the gates: see history/pytest_plugin.py
-        config.pluginmanager.register(HistoryPlugin(config, profiler, history), HISTORY_PLUGIN_NAME)
-    if not hasattr(config, "workerinput"):  # xdist controller: workers start preloaded too
-        config.pluginmanager.register(XdistPreload(), XDIST_PRELOAD_NAME)
-    gpu = config.stash[GPU_KEY] = GpuSetup(profiler)
+    outputs = Outputs()
+    gpu = GpuSetup(profiler)
     config.add_cleanup(gpu.close)
+    run = config.stash[RUN_KEY] = Run(
+        profiler,
+        Gates(config, profiler, gate_options, outputs),
+        outputs,
+        gpu,
+        worker,
+        counts.InstructionCounts(config, profiler, gate_options.measure),  # valgrind, if needed
+        ab,
+    )
+    history = HistoryOptions.from_config(config)
+    if history.url:
+        run.history = History(config, profiler, history)
     if options.gpu == "yes":
         gpu.ensure()  # a missing GPU is a usage error now, not at the first profiled test
     if options.speedscope_path is not None:  # stacks cost a walk per sample: only when asked
-        recorder = config.stash[STACKS_KEY] = StackRecorder(profiler.scope)
-        profiler.listeners.append(recorder)
+        run.stacks = StackRecorder(profiler.scope)
+        profiler.listeners.append(run.stacks)
 
 
-def _wants_profile(item: pytest.Item, profiler: Profiler) -> bool:
-    return profiler.options.enabled or item.get_closest_marker(BUDGET_MARKER) is not None
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
+    run = _run(session.config)
+    if run is None:
+        return (yield)
+    if run.history is not None:
+        run.history.start()  # a bad URL or a foreign database stops the run before any test
+    run.gates.check_session()  # usage errors, the baselines to compare with
+    if run.worker:
+        return (yield)
+    with preloaded_workers(session.config):  # xdist's workers start with the shim too
+        return (yield)
 
 
+@pytest.hookimpl(trylast=True)  # after other plugins deselect
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The sessions that run the selected tests elsewhere, before any test runs here."""
+    run = _run(session.config)
+    if run is None:
+        return
+    if run.ab is not None:
+        run.ab.after_collection(session)  # A/B runs against the git ref
+    run.instructions.after_collection(session)  # instruction counts under valgrind
+
+
+# -- each test -----------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    profiler = item.config.stash.get(PROFILER_KEY, None)
-    if profiler is None or not _wants_profile(item, profiler):
+    run = _run(item.config)
+    if run is None or not run.profiler.wants(item):
         return (yield)
-    item.config.stash[GPU_KEY].ensure()  # loads NVML once, at the first profiled test
-    with profiler.profiling(item.nodeid):
-        return (yield)
+    run.gates.before_call(item)  # a wrong perf_budget marker fails the test before it runs
+    run.gates.in_call.add(item.nodeid)
+    try:
+        run.gpu.ensure()  # loads NVML once, at the first profiled test
+        with run.profiler.profiling(item.nodeid):
+            result = yield
+        if run.history is not None:
+            run.history.after_call(item)  # confirms a CPU regression against the history
+        run.gates.after_call(item)  # --profile-repeat, then confirms one against the baseline
+        return result
+    finally:
+        run.gates.in_call.discard(item.nodeid)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    run = _run(item.config)
+    if run is not None:  # the other sessions' results go on the profile before it is judged
+        run.instructions.attach(item, call)
+        if run.ab is not None:
+            run.ab.attach(item, call)
     report = yield
-    profiler = item.config.stash.get(PROFILER_KEY, None)
-    profile = profiler.session.tests.get(item.nodeid) if profiler else None
+    profile = run.profiler.session.tests.get(item.nodeid) if run else None
+    if run is None or profile is None:
+        return report
     # The profile's outcome is the test's: failed if any phase failed, else the call's outcome.
     phase_decides = report.when == "call" or report.failed
-    if profile is not None and phase_decides and profile.outcome != "failed":
+    if phase_decides and profile.outcome != "failed":
         profile.outcome = report.outcome
+    # A subtest's report (unittest's subTest, the subtests fixture) comes while the call
+    # runs: judging each one grew user_properties, which every later subtest report
+    # copies (quadratic: 6000 subtests took 1.5 GB), and judged a half-run profile.
+    if report.when == "call" and item.nodeid not in run.gates.in_call:
+        try:
+            failures = run.gates.judge(item, report, profile, _ab_verdicts(profile))
+        except Exception as exc:  # a bug in the gates must not pass a test silently
+            failures = [f"pytest-scalene could not check this test's gates: {exc!r}"]
+        if failures and report.passed:
+            report.outcome = "failed"
+            report.longrepr = "\n".join(failures)
+            profile.outcome = "failed"
+    if run.history is not None:
+        run.history.judge(item, report)  # after the gates: a test they failed is not judged
     return report
 
 
-@pytest.hookimpl(trylast=True)  # last, so that the errors end the output
-def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # noqa: ANN001
-    profiler = config.stash.get(PROFILER_KEY, None)
-    if profiler is None:
-        return
-    if profiler.session.tests:
-        terminalreporter.write_sep("=", "pytest-scalene profile")
-        rootdir = str(config.rootpath)
-        if terminal_summary.wants_details(config):
-            text = terminal_report.render(profiler.session, rootdir, profiler.options.top)
-        else:
-            text = terminal_summary.render_summary(profiler.session, rootdir)
-        terminalreporter.write_line(text)
-    gates = config.pluginmanager.get_plugin(PLUGIN_NAME)
-    gate_lines = getattr(gates, "summary", [])
-    errors = profiler.errors + [ln for ln in gate_lines if ln.startswith("ERROR")]
-    if errors:  # repeated here, next to the final status line, however long the report
-        terminalreporter.write_sep("-", "pytest-scalene errors", red=True)
-        for line in errors:
-            terminalreporter.write_line(line, red=True, bold=True)
-
-
-def _write_report_files(session: pytest.Session, profiler: Profiler) -> None:
-    """--profile-html and --profile-speedscope. A file that cannot be written fails the run with
-    a one-line error (CI wants the artifact), never a traceback."""
-    config = session.config
-    options = profiler.options
-    recorder = config.stash.get(STACKS_KEY, None)
-    for option, path in (
-        ("--profile-html", options.html_path),
-        ("--profile-speedscope", options.speedscope_path),
-    ):
-        if path is None:
-            continue
-        try:
-            if option == "--profile-html":
-                write_html(profiler.session, path, str(config.rootpath))
-            elif recorder is not None:
-                write_speedscope(profiler.session, recorder, path)
-        except OSError as exc:
-            _report_unwritable(session, profiler, option, path, exc)
-
-
-def _report_unwritable(
-    session: pytest.Session, profiler: Profiler, option: str, path: Path, exc: OSError
-) -> None:
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    message = f"pytest-scalene: cannot write {option} file {path}: {exc.strerror or exc}"
-    if reporter is not None:
-        reporter.ensure_newline()  # not glued to the progress line
-        reporter.write_line(message, red=True, bold=True)
-    profiler.errors.append(f"ERROR {message}")  # repeated at the end of the output
-    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+def _ab_verdicts(profile: Any) -> list[Verdict]:
+    """--profile-compare-ref: the A/B session's verdict on the test (ab/plugin.py)."""
+    found = profile.extra.get(ab_plugin.AB_KEY)
+    judged = ab_plugin.verdict_of(found) if isinstance(found, dict) else None
+    return [] if judged is None else [Verdict.from_dict(judged)]
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error) -> None:  # noqa: ANN001
-    """pytest-xdist, on the controller: add a worker's stacks to the controller's recorder."""
-    recorder = node.config.stash.get(STACKS_KEY, None)
-    text = (getattr(node, "workeroutput", None) or {}).get(STACKS_OUTPUT_KEY)
-    if recorder is not None and text:
-        recorder.merge_payload(json.loads(text))
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, on the controller, for each worker it starts."""
+    run = _run(node.config)
+    if run is not None:
+        run.instructions.share_with_worker(node)
+
+
+# -- the end -------------------------------------------------------------------------------------
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist, on the controller: a worker's profiles and stacks join the session's."""
+    run = _run(node.config)
+    if run is None:
+        return
+    output = getattr(node, "workeroutput", None) or {}
+    xdist_bridge.receive(output, run.profiler.session)
+    text = output.get(STACKS_OUTPUT_KEY)
+    if run.stacks is not None and text:
+        run.stacks.merge_payload(json.loads(text))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    profiler = session.config.stash.get(PROFILER_KEY, None)
-    recorder = session.config.stash.get(STACKS_KEY, None)
-    if hasattr(session.config, "workerinput"):  # on xdist, the controller writes the files
-        if recorder is not None:
-            session.config.workeroutput[STACKS_OUTPUT_KEY] = json.dumps(recorder.to_payload())
-    elif profiler is not None:
-        _write_report_files(session, profiler)
-    if profiler is None or profiler.options.json_path is None:
+    run = _run(session.config)
+    if run is None:
         return
-    if hasattr(session.config, "workerinput"):
-        return  # an xdist worker: its profiles go to the controller, which writes the file
-    try:
-        write_json(profiler.session, profiler.options.json_path)
-    except OSError as exc:
-        _report_unwritable(session, profiler, "--profile-json", profiler.options.json_path, exc)
+    config = session.config
+    if run.worker:  # on xdist, the controller writes the files
+        xdist_bridge.send(config, run.profiler.session)
+        if run.stacks is not None:
+            config.workeroutput[STACKS_OUTPUT_KEY] = json.dumps(run.stacks.to_payload())  # type: ignore[attr-defined]
+        return
+    run.gates.save_baselines(session, saved_from(Path(config.rootpath)))
+    _write_report_files(session, run)
+    if run.history is not None:
+        run.history.record(session)  # last: the exit status says whether the run counts
+
+
+def _write_report_files(session: pytest.Session, run: Run) -> None:
+    """--profile-markdown, --profile-html, --profile-speedscope and --profile-json."""
+    options, profile = run.profiler.options, run.profiler.session
+    rootdir = str(session.config.rootpath)
+    markdown = run.gates.options.markdown_path
+    if markdown is not None:
+        text = markdown_report.render(profile, rootdir, markdown_report.RunOutcomes.of(session))
+        run.outputs.write(
+            session, "--profile-markdown", markdown, lambda: write_text_atomic(markdown, text)
+        )
+    html = options.html_path
+    if html is not None:
+        run.outputs.write(
+            session, "--profile-html", html, lambda: write_html(profile, html, rootdir)
+        )
+    speedscope, stacks = options.speedscope_path, run.stacks
+    if speedscope is not None and stacks is not None:
+        run.outputs.write(
+            session,
+            "--profile-speedscope",
+            speedscope,
+            lambda: write_speedscope(profile, stacks, speedscope),
+        )
+    json_path = options.json_path
+    if json_path is not None:
+        run.outputs.write(
+            session, "--profile-json", json_path, lambda: write_json(profile, json_path)
+        )
+
+
+@pytest.hookimpl(trylast=True)  # last, so that the errors end the output
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    run = _run(config)
+    if run is None:
+        return
+    if run.history is not None:
+        run.history.write_summary(terminalreporter)
+    _write_gate_notes(terminalreporter, config, run)
+    profile = run.profiler.session
+    if profile.tests:
+        terminalreporter.write_sep("=", "pytest-scalene profile")
+        rootdir = str(config.rootpath)
+        if terminal_summary.wants_details(config):
+            text = terminal_report.render(profile, rootdir, run.profiler.options.top)
+        else:
+            text = terminal_summary.render_summary(profile, rootdir)
+        terminalreporter.write_line(text)
+    if run.outputs.errors:  # repeated here, next to the final status line, however long the report
+        terminalreporter.write_sep("-", "pytest-scalene errors", red=True)
+        for line in run.outputs.errors:
+            terminalreporter.write_line(line, red=True, bold=True)
+
+
+def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) -> None:
+    lines = run.gates.notes()
+    for nodeid, profile in run.profiler.session.tests.items():
+        ab = profile.extra.get(ab_plugin.AB_KEY)
+        if isinstance(ab, dict) and "note" in ab:
+            lines.append(f"{nodeid}: A/B against {ab['ref']}: {ab['note']}")
+    if len(lines) > MAX_NOTES and not terminal_summary.wants_details(config):
+        lines = [*lines[:MAX_NOTES], f"and {len(lines) - MAX_NOTES} more (-v shows them)"]
+    if not lines:
+        return
+    terminalreporter.write_sep("-", "pytest-scalene gates")
+    for line in lines:
+        terminalreporter.write_line(line, red=line.startswith("ERROR"))

@@ -43,7 +43,7 @@ cmake --build "$build" --target _native -j2 >/dev/null
 
 pkg=$build/pkg/pytest_scalene
 rm -rf "$build/pkg" && mkdir -p "$pkg"
-cp -r pytest_scalene/. "$pkg/"  # sources, template, child_site/
+cp -r pytest_scalene/. "$pkg/"  # sources, templates, children/site/
 find "$pkg" \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
 cp "$build"/_native*.so "$build/libpytest_scalene_shim.so" "$pkg/"
 [ -x "$build/venv/bin/python" ] || "$python" -m venv --without-pip "$build/venv"
@@ -55,9 +55,9 @@ export ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1:hal
 echo "ASan shim: $(readelf -d "$pkg/libpytest_scalene_shim.so" | grep -o 'libasan[^]]*')"
 "$build/venv/bin/python" -P - <<'EOF'
 import pytest_scalene._native as n
-from pytest_scalene import preload
+from pytest_scalene.core import runenv
 assert "build/asan/pkg" in n.__file__, n.__file__
-print("extension:", n.__file__, "shim:", preload.shim_path())
+print("extension:", n.__file__, "shim:", runenv.shim_path())
 EOF
 # Canaries: ASan must really check this build. A block malloc'd through the shim is ASan's
 # (its end is a redzone); then poison the shim's API table: the extension's (instrumented)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 
 PROBE = """
 import time
-from pytest_scalene.gpu_nvml import GpuUnavailable, open_nvml
+from pytest_scalene.sampling.gpu_nvml import GpuUnavailable, open_nvml
 begin = time.perf_counter()
 try:
     open_nvml().close()
@@ -52,7 +52,7 @@ def test_cpu_benchmark():
 # Times every GPU listener call inside the run (patched in both arms; used in one).
 BENCH_CONFTEST = """
 import os, time
-from pytest_scalene import gpu_sampler
+from pytest_scalene.sampling import gpu_sampler
 spent = [0.0, 0]
 original = gpu_sampler.GpuSampler.on_cpu_sample
 def timed(self, *args):
@@ -68,7 +68,7 @@ def pytest_unconfigure(config):
 
 
 def per_sample_us(sampler_factory, samples: int = 5000) -> float:
-    from pytest_scalene.model import LineKey, TestProfile
+    from pytest_scalene.core.model import LineKey, TestProfile
 
     sampler = sampler_factory()
     profile, key = TestProfile("t"), LineKey("t.py", 1, "f")
@@ -86,9 +86,9 @@ def per_sample_us(sampler_factory, samples: int = 5000) -> float:
 def fake_module_costs() -> dict[str, float]:
     import fake_nvml
 
-    from pytest_scalene.gpu_nvml import open_nvml
-    from pytest_scalene.gpu_sampler import GpuSampler
-    from pytest_scalene.scope import CodeScope
+    from pytest_scalene.sampling.gpu_nvml import open_nvml
+    from pytest_scalene.sampling.gpu_sampler import GpuSampler
+    from pytest_scalene.sampling.scope import CodeScope
 
     costs = {}
     for label, state in [("process", {}), ("device", {"process_list_error": 3})]:
@@ -119,9 +119,9 @@ def with_library(lib_dir: Path | None) -> dict[str, str]:
 def stub_sample_us(lib_dir: Path | None) -> float:
     code = (
         f"import sys; sys.path.insert(0, {str(HERE)!r}); import gpu_overhead as g; "
-        "from pytest_scalene.gpu_nvml import open_nvml; "
-        "from pytest_scalene.gpu_sampler import GpuSampler; "
-        "from pytest_scalene.scope import CodeScope; "
+        "from pytest_scalene.sampling.gpu_nvml import open_nvml; "
+        "from pytest_scalene.sampling.gpu_sampler import GpuSampler; "
+        "from pytest_scalene.sampling.scope import CodeScope; "
         "print(g.per_sample_us(lambda: GpuSampler(open_nvml(), CodeScope('/x'), print)))"
     )
     env = with_library(lib_dir)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_scalene.model import LineKey, LineStats, SessionProfile, TestProfile
+from pytest_scalene.core.model import LineKey, LineStats, SessionProfile, TestProfile
+from pytest_scalene.core.verdict import Verdict
 
 LOAD_PY = '''\
 """Loads and cleans the input frame."""
@@ -83,7 +84,10 @@ def sample_session() -> SessionProfile:
         peak_mb=312.4,
         timeline=[[0.0, 0.0], [0.3, 120.5], [0.8, 240.0], [1.2, 312.4], [1.9, 180.2], [2.3, 182.0]],
         leaks=[{"file": "etl/load.py", "line": 11, "probability": 0.991, "rate_mb_s": 78.4}],
-        verdicts=[
+    )
+    etl.verdicts = [
+        Verdict.from_dict(v)  # as a profile's JSON holds them
+        for v in (
             {
                 "metric": "cpu_s",
                 "limit": 3.0,
@@ -99,8 +103,8 @@ def sample_session() -> SessionProfile:
                 "message": "peak memory 312.4 MB > budget 200 MB "
                 "(etl/load.py:9 load_frame: 290.1 MB)",
             },
-        ],
-    )
+        )
+    ]
     load = "etl/load.py"
     figures = [
         # line, py, nat, sys, peak, alloc, python share, copy MB/s, timeline

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scalene import preload
+from pytest_scalene.core import runenv
 
-SHIM = preload.shim_path()
+SHIM = runenv.shim_path()
 needs_shim = pytest.mark.skipif(
     not sys.platform.startswith("linux") or SHIM is None or not SHIM.is_file(),
     reason="the allocator shim is built on Linux with glibc only",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pytest_scalene.baseline_keep import within_noise
-from pytest_scalene.baseline_store import LineEntry, TestEntry
-from pytest_scalene.comparison import NoiseRule
+from pytest_scalene.gates.baseline_keep import within_noise
+from pytest_scalene.gates.baseline_store import LineEntry, TestEntry
+from pytest_scalene.gates.comparison import NoiseRule
 
 RULE = NoiseRule()
 

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_scalene import baseline_store as store
-from pytest_scalene.baseline_store import BaselineError, LineEntry, ModuleBaseline, TestEntry
-from pytest_scalene.model import LineKey, TestProfile
+from pytest_scalene.core.model import LineKey, TestProfile
+from pytest_scalene.gates import baseline_entry
+from pytest_scalene.gates import baseline_store as store
+from pytest_scalene.gates.baseline_store import BaselineError, LineEntry, ModuleBaseline, TestEntry
 
 MODULE = "tests/test_etl.py"
 
@@ -45,7 +46,7 @@ def test_entry_keys_lines_by_function_offset_and_text(tmp_path):
     stats.cpu_python_s = 0.5
     stats.extra.update(peak_mb=12.5, python_alloc_fraction=0.3)  # not compared: not stored
     profile.extra["peak_mb"] = 12.5
-    entry = store.entry_from_profile(profile, str(tmp_path))
+    entry = baseline_entry.entry_from_profile(profile, str(tmp_path))
     assert entry.metrics == {"cpu_s": 0.5, "peak_mb": 12.5, "alloc_mb": 0.0, "copy_mb": 0.0}
     assert entry.lines == (
         LineEntry(
@@ -56,8 +57,8 @@ def test_entry_keys_lines_by_function_offset_and_text(tmp_path):
 
 def test_long_source_lines_are_shortened_with_a_hash():
     a, b = "x = " + "1" * 300, "x = " + "1" * 299 + "2"
-    assert len(store.normalise(a)) <= store.TEXT_LIMIT
-    assert store.normalise(a) != store.normalise(b)
+    assert len(baseline_entry.normalise(a)) <= baseline_entry.TEXT_LIMIT
+    assert baseline_entry.normalise(a) != baseline_entry.normalise(b)
 
 
 def test_paths_stay_inside_the_baseline_directory(tmp_path):
@@ -237,7 +238,7 @@ def test_the_cpu_distribution_commit_and_line_shares_are_recorded_and_read_back(
     profile.extra.update(cpu_runs=[0.5, 0.4, 0.45, 0.9, 0.42], cpu_runs_span_s=2.5)
     stats = profile.line(LineKey(MODULE, 3, "load_frame"), function_line=1)
     stats.cpu_python_s, stats.samples = 0.3, 30
-    entry = store.entry_from_profile(profile, str(tmp_path), "abc123")
+    entry = baseline_entry.entry_from_profile(profile, str(tmp_path), "abc123")
     assert entry.cpu == {"min": 0.4, "median": 0.45, "p90": 0.9, "span_s": 2.5, "runs": 5}
     assert entry.commit == "abc123"
     assert (entry.lines[0].share, entry.lines[0].samples) == (0.75, 30)
@@ -246,7 +247,7 @@ def test_the_cpu_distribution_commit_and_line_shares_are_recorded_and_read_back(
     assert (back.cpu, back.commit) == (entry.cpu, "abc123")
     assert (back.lines[0].share, back.lines[0].samples) == (0.75, 30)
     single = TestProfile(f"{MODULE}::test_one", elapsed_s=0.3, cpu_python_s=0.2)
-    assert store.entry_from_profile(single, str(tmp_path)).cpu == {
+    assert baseline_entry.entry_from_profile(single, str(tmp_path)).cpu == {
         "min": 0.2,
         "median": 0.2,
         "p90": 0.2,

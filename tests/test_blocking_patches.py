@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_scalene.blocking_patches import BlockingPatches
+from pytest_scalene.sampling.blocking_patches import BlockingPatches
 
 
 @pytest.fixture

@@ -9,9 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_scalene.budgets import Budget, BudgetError, check, parse_marks, parse_size, parse_value
-from pytest_scalene.gates import METRICS, Availability
-from pytest_scalene.model import LineKey, TestProfile
+from pytest_scalene.core.model import LineKey, TestProfile
+from pytest_scalene.gates.budgets import (
+    Budget,
+    BudgetError,
+    check,
+    parse_marks,
+    parse_size,
+    parse_value,
+)
+from pytest_scalene.gates.metrics import METRICS, Availability
 
 WHY = Availability(memory="--profile-memory=no", gpu="--profile-gpu=no")
 

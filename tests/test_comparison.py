@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_scalene.baseline_store import LineEntry, TestEntry
-from pytest_scalene.comparison import NoiseRule, compare, match_lines
-from pytest_scalene.model import LineKey, TestProfile
-from pytest_scalene.repeat import combine_runs
+from pytest_scalene.core.model import LineKey, TestProfile
+from pytest_scalene.gates.baseline_store import LineEntry, TestEntry
+from pytest_scalene.gates.comparison import NoiseRule, compare, match_lines
+from pytest_scalene.gates.repeat import combine_runs
 
 F = "tests/test_etl.py"
 RULE = NoiseRule()  # defaults: +75% CPU, +25% memory; floors 0.05 s and 10 MB

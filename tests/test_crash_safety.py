@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from shim_support import SHIM
 
-from pytest_scalene import json_checkpoint
-from pytest_scalene.json_report import session_to_dict
-from pytest_scalene.model import LineKey, SessionProfile, TestProfile
+from pytest_scalene.core.codec import session_to_dict
+from pytest_scalene.core.model import LineKey, SessionProfile, TestProfile
+from pytest_scalene.reports import checkpoint as json_checkpoint
 
 CRASHING_SUITE = """
 import ctypes, os, signal, time
@@ -137,7 +137,7 @@ def test_unwritable_checkpoint_never_raises(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("durable", [True, False])
 def test_atomic_write_replaces_whole_files_only(tmp_path: Path, durable: bool) -> None:
-    from pytest_scalene.atomic_write import write_text_atomic
+    from pytest_scalene.core.atomic_write import write_text_atomic
 
     target = tmp_path / "p.json"
     write_text_atomic(target, "first", durable=durable)

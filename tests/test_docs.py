@@ -13,14 +13,18 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene import budgets, comparison, gate_hooks, leaks, options
 from pytest_scalene.ab import pairs as ab_pairs
 from pytest_scalene.ab import plugin as ab_plugin
 from pytest_scalene.ab import session as ab_session
 from pytest_scalene.ab import verdict as ab_verdict
-from pytest_scalene.baseline_store import BASELINE_SCHEMA
-from pytest_scalene.gates import COMPARED, METRICS
-from pytest_scalene.model import SCHEMA_VERSION, LineKey
+from pytest_scalene.config import options
+from pytest_scalene.core import natural_values
+from pytest_scalene.core.model import SCHEMA_VERSION, LineKey
+from pytest_scalene.core.verdict import VERDICTS_KEY
+from pytest_scalene.gates import budgets, comparison, repeat
+from pytest_scalene.gates.baseline_store import BASELINE_SCHEMA
+from pytest_scalene.gates.metrics import COMPARED, METRICS
+from pytest_scalene.sampling import leaks
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -277,12 +281,14 @@ def _documented_keys(doc: str) -> set[str]:
 def test_extra_keys_are_found_in_the_code():
     keys = _extra_keys()
     # those the samplers and gates write today: if one is missing, the scan is broken
-    assert {"peak_mb", "leaks", "gpu_util_percent", "verdicts", "baseline", "wait_s"} <= keys
+    # (the verdicts are a TestProfile field, written by core/codec.py under VERDICTS_KEY)
+    assert {"peak_mb", "leaks", "gpu_util_percent", "baseline", "wait_s"} <= keys
 
 
 def test_every_key_the_code_writes_is_documented():
     doc = read("json-schema.md")
-    missing = sorted((_extra_keys() | _leak_entry_keys()) - _documented_keys(doc))
+    written = _extra_keys() | _leak_entry_keys() | {VERDICTS_KEY}  # the codec writes verdicts
+    missing = sorted(written - _documented_keys(doc))
     assert not missing, f"keys written by the plugin but not in docs/json-schema.md: {missing}"
 
 
@@ -340,8 +346,8 @@ def test_leak_reporting_thresholds_are_the_codes():
 
 # -- the terminal report's columns -------------------------------------------------------------
 def test_every_terminal_report_column_is_documented():
-    from pytest_scalene import terminal_report
-    from pytest_scalene.model import TestProfile
+    from pytest_scalene.core.model import TestProfile
+    from pytest_scalene.reports import terminal as terminal_report
 
     profile = TestProfile("t.py::test", cpu_python_s=1.0)
     stats = profile.line(LineKey("t.py", 3, "test"), 1)
@@ -387,7 +393,7 @@ def test_every_marker_keyword_is_documented_with_its_unit(keyword):
 
 def test_size_units_are_the_codes():
     text = section(read("budgets.md"), "Values")
-    for unit in budgets._SIZE_UNITS:
+    for unit in natural_values._SIZE_UNITS:
         assert re.search(rf"\b{unit}\b", text, re.I), f"size unit {unit!r} is not documented"
 
 
@@ -422,7 +428,7 @@ def test_noise_rule_constants_are_the_codes():
     assert f"{comparison.GPU_FLOOR_MB:g} MB" in table
     assert f"{options.DEFAULT_MEMORY_THRESHOLD / 2**20:.1f} MB" in table
     assert f"at least {comparison.LINE_SHARE:.0%} of the test's total" in rule
-    for pause in gate_hooks.CONFIRM_PAUSES_S:
+    for pause in repeat.CONFIRM_PAUSES_S:
         assert f"{pause:g} s" in rule, f"confirmation pause {pause} s"
     assert f"`schema` | `{BASELINE_SCHEMA}`" in doc
 
@@ -485,3 +491,12 @@ def test_the_index_links_every_page():
     pages = {p.name for p in DOCS.glob("*.md") if p.name != "README.md"}
     assert pages - index == set(), f"docs/README.md does not link {sorted(pages - index)}"
     assert "docs/README.md" in links(ROOT / "README.md")
+
+
+def test_every_module_the_architecture_page_names_exists():
+    text = read("architecture.md")
+    named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+(?:\.py|/))`", text))
+    named = {n for n in named if not n.startswith("tests/")}  # the package's modules
+    assert {"core/model.py", "plugin.py", "gates/", "children/site/"} <= named  # the scan works
+    missing = sorted(n for n in named if not (PACKAGE / n).exists())
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"

@@ -32,7 +32,7 @@ def test_disabling_scalene_lets_the_rival_run(pytester):
 def test_installed_pytest_profiling_is_named(monkeypatch):
     from importlib.metadata import EntryPoint
 
-    from pytest_scalene import flag_conflicts
+    from pytest_scalene.config import flag_conflicts
 
     monkeypatch.setattr(
         flag_conflicts,

@@ -14,19 +14,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_scalene.budgets import (
-    _SIZE_UNITS,
+from pytest_scalene.core.model import LineKey, TestProfile
+from pytest_scalene.core.natural_values import _SIZE_UNITS, BudgetError, parse_size
+from pytest_scalene.gates.budgets import (
     KEYWORDS,
     MARKER,
     Budget,
-    BudgetError,
     check,
     parse_marks,
-    parse_size,
     parse_value,
 )
-from pytest_scalene.gates import METRICS, Availability
-from pytest_scalene.model import LineKey, TestProfile
+from pytest_scalene.gates.metrics import METRICS, Availability
 
 WHY = Availability(memory="--profile-memory=no", gpu="--profile-gpu=no")
 SIZE_METRICS = [name for name, m in METRICS.items() if m.size]

@@ -11,7 +11,7 @@ from fake_nvml import FakeNvml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_scalene.gpu_nvml import GpuUnavailable, open_nvml
+from pytest_scalene.sampling.gpu_nvml import GpuUnavailable, open_nvml
 
 DEVICES = 3
 # Entries CUDA takes (ASCII digits below the count), ones it stops at (out of range, negative,

@@ -1,7 +1,7 @@
 """Fuzzing the JSON profile: any SessionProfile the samplers could build (finite figures, any
 file and function names, any metrics in the `extra` dicts) is written as standard JSON that keeps
 the documented keys and every value (floats rounded to 6 digits), and survives the xdist
-transport (json_report.test_to_dict -> xdist_bridge.profile_from_dict) unchanged."""
+transport (codec.test_to_dict -> codec.profile_from_dict) unchanged."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_scalene import json_report
-from pytest_scalene.json_report import write_json
-from pytest_scalene.model import SCHEMA_VERSION, LineKey, LineStats, SessionProfile, TestProfile
-from pytest_scalene.xdist_bridge import profile_from_dict
+from pytest_scalene.core import codec
+from pytest_scalene.core.codec import profile_from_dict
+from pytest_scalene.core.model import (
+    SCHEMA_VERSION,
+    LineKey,
+    LineStats,
+    SessionProfile,
+    TestProfile,
+)
+from pytest_scalene.reports.json_report import write_json
 
 LINE_KEYS = ("file", "line", "function", "function_line", "cpu_python_s", "cpu_native_s")
 LINE_KEYS += ("cpu_system_s", "samples")
@@ -125,8 +131,8 @@ def test_written_json_keeps_every_key_and_value(tmp_path_factory, session):
 
 @given(st.text(max_size=12).flatmap(profiles_for))
 def test_xdist_transport_loses_nothing(profile):
-    sent = json.loads(json.dumps(json_report.test_to_dict(profile)))
+    sent = json.loads(json.dumps(codec.test_to_dict(profile)))
     received = profile_from_dict(profile.nodeid, sent)
     # what the controller writes is what the worker had
-    assert json_report.test_to_dict(received) == sent
+    assert codec.test_to_dict(received) == sent
     assert sorted(received.lines) == sorted(profile.lines)

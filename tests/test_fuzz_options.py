@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_scalene.options import (
+from pytest_scalene.config.options import (
     Repeat,
     _copy_rate,
     _fraction,

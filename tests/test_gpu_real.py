@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scalene.gpu_nvml import GpuUnavailable, open_nvml
+from pytest_scalene.sampling.gpu_nvml import GpuUnavailable, open_nvml
 
 pytestmark = pytest.mark.slow
 

@@ -17,13 +17,14 @@ from fake_nvml import (
     FakeNvml,
 )
 
-from pytest_scalene import gpu_nvml, model
-from pytest_scalene.gpu_nvml import GpuUnavailable, open_nvml
-from pytest_scalene.gpu_sampler import TIME_BUDGET, GpuSampler, GpuSetup
-from pytest_scalene.model import LineKey
-from pytest_scalene.options import ProfileOptions
-from pytest_scalene.profiler import Profiler
-from pytest_scalene.scope import CodeScope
+from pytest_scalene.config.options import ProfileOptions
+from pytest_scalene.core import model
+from pytest_scalene.core.model import LineKey
+from pytest_scalene.sampling import gpu_nvml
+from pytest_scalene.sampling.gpu_nvml import GpuUnavailable, open_nvml
+from pytest_scalene.sampling.gpu_sampler import TIME_BUDGET, GpuSampler, GpuSetup
+from pytest_scalene.sampling.profiler import Profiler
+from pytest_scalene.sampling.scope import CodeScope
 
 LINE_A = LineKey("test_x.py", 4, "test_x")
 LINE_B = LineKey("test_x.py", 5, "test_x")

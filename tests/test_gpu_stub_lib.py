@@ -17,10 +17,10 @@ pytest.importorskip("pynvml")
 HERE = Path(__file__).parent
 COST_PROBE = r"""
 import json, statistics, time
-from pytest_scalene.gpu_nvml import open_nvml
-from pytest_scalene.gpu_sampler import GpuSampler
-from pytest_scalene.model import LineKey, TestProfile
-from pytest_scalene.scope import CodeScope
+from pytest_scalene.sampling.gpu_nvml import open_nvml
+from pytest_scalene.sampling.gpu_sampler import GpuSampler
+from pytest_scalene.core.model import LineKey, TestProfile
+from pytest_scalene.sampling.scope import CodeScope
 
 devices = open_nvml()
 reading = devices.read()

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from report_samples import sample_session, write_sources
 
-from pytest_scalene import html_report, model
-from pytest_scalene.json_report import session_to_dict
-from pytest_scalene.model import LineKey
+from pytest_scalene.core import model
+from pytest_scalene.core.codec import session_to_dict
+from pytest_scalene.core.model import LineKey
+from pytest_scalene.reports import html_report
 
 
 def _blocks(page: str) -> dict[str, str]:
@@ -107,7 +108,7 @@ def test_csp_allows_only_the_inline_script_by_hash(tmp_path: Path) -> None:
 def test_template_ships_as_package_data() -> None:
     from importlib import resources
 
-    template = resources.files("pytest_scalene").joinpath(html_report.TEMPLATE)
+    template = resources.files("pytest_scalene.reports").joinpath(html_report.TEMPLATE)
     assert template.is_file() and "{{PROFILE_JSON}}" in template.read_text(encoding="utf-8")
 
 

@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 from report_samples import sample_session, write_sources
 
-from pytest_scalene import html_report
-from pytest_scalene.json_report import session_to_dict
+from pytest_scalene.core.codec import session_to_dict
+from pytest_scalene.reports import html_report
 
 
 def _chromium() -> str | None:

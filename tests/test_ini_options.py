@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from shim_support import outside_xdist
 
-from pytest_scalene import options
+from pytest_scalene.config import options
 
 SHOW = """
 def test_show(request):

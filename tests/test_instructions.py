@@ -11,9 +11,15 @@ import textwrap
 
 import pytest
 
-from pytest_scalene.baseline_store import BaselineError, ModuleBaseline, TestEntry, dumps, loads
-from pytest_scalene.budgets import BudgetError, parse_value
-from pytest_scalene.comparison import NoiseRule, compare
+from pytest_scalene.gates.baseline_store import (
+    BaselineError,
+    ModuleBaseline,
+    TestEntry,
+    dumps,
+    loads,
+)
+from pytest_scalene.gates.budgets import BudgetError, parse_value
+from pytest_scalene.gates.comparison import NoiseRule, compare
 from pytest_scalene.instructions import callgrind_out, runner
 
 needs_valgrind = pytest.mark.skipif(
@@ -309,7 +315,7 @@ def test_missing_valgrind_is_a_clear_error(pytester, tmp_path, monkeypatch):
 
 
 def test_before_3_12_a_count_regression_names_the_line_whose_samples_grew():
-    from pytest_scalene.baseline_store import LineEntry
+    from pytest_scalene.gates.baseline_store import LineEntry
 
     def entry(total: int, hot: float) -> TestEntry:
         lines = (

@@ -2,8 +2,8 @@
 
 import json
 
-from pytest_scalene.json_report import write_json
-from pytest_scalene.model import LineKey, SessionProfile, TestProfile
+from pytest_scalene.core.model import LineKey, SessionProfile, TestProfile
+from pytest_scalene.reports.json_report import write_json
 
 LINE_KEYS = {"file", "line", "function", "cpu_python_s", "cpu_native_s", "cpu_system_s", "samples"}
 TEST_KEYS = {"outcome", "elapsed_s", "cpu_python_s", "cpu_native_s", "cpu_system_s", "lines"}

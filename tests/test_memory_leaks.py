@@ -11,7 +11,7 @@ import pytest
 from conftest import line_at
 from shim_support import needs_shim, run_profiled_suite
 
-from pytest_scalene import leaks
+from pytest_scalene.sampling import leaks
 
 SUITE = r"""
 import json, os, time
@@ -100,7 +100,7 @@ def test_leak_probability_is_laplace() -> None:
 
 
 def test_leak_report_needs_growth_and_probability() -> None:
-    from pytest_scalene.model import LineKey
+    from pytest_scalene.core.model import LineKey
 
     sure = leaks.LineEvidence(LineKey("t.py", 3, "f"), 30, 0, 60.0)
     unsure = leaks.LineEvidence(LineKey("t.py", 9, "g"), 30, 10, 60.0)

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from shim_support import needs_shim, outside_xdist
 
-from pytest_scalene.memory_need import paths_need_memory, text_needs_memory
+from pytest_scalene.gates.memory_need import paths_need_memory, text_needs_memory
 
 REPORT_SHIM = """
 import pytest
-from pytest_scalene import preload
+from pytest_scalene.core import runenv
 
 {marker}
 def test_shim():
-    print("SHIM", preload.shim_loaded())
+    print("SHIM", runenv.shim_loaded())
 """
 
 

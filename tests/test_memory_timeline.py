@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pytest_scalene import timeline
+from pytest_scalene.sampling import timeline
 
 
 def _naive_rdp(points: list[tuple[float, float]], epsilon: float) -> list[int]:

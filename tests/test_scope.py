@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from pytest_scalene.scope import CodeScope
+from pytest_scalene.sampling.scope import CodeScope
 
 
 def test_rootdir_files_are_profiled_relative(tmp_path):

@@ -11,10 +11,10 @@ import multiprocessing
 import pytest
 from shim_support import needs_shim
 
-from pytest_scalene import baseline_store
-from pytest_scalene.baseline_merge import BaselineMergeError, merge_dirs
-from pytest_scalene.baseline_store import LineEntry, TestEntry
 from pytest_scalene.cli import main
+from pytest_scalene.gates import baseline_store
+from pytest_scalene.gates.baseline_merge import BaselineMergeError, merge_dirs
+from pytest_scalene.gates.baseline_store import LineEntry, TestEntry
 
 SUITE = """
 import pytest

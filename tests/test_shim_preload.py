@@ -12,7 +12,7 @@ import sys
 import pytest
 from shim_support import QUICK, needs_shim
 
-from pytest_scalene import preload
+from pytest_scalene.core import runenv
 
 ENV_SUITE = r"""
 import os, subprocess, sys
@@ -83,7 +83,7 @@ def test_no_loop_when_the_preload_does_not_take(
 ) -> None:
     # As if this run were our re-exec and the shim had failed to load.
     pytester.makepyfile("def test_one():\n    pass\n")
-    monkeypatch.setenv(preload.GUARD, "1")
+    monkeypatch.setenv(runenv.GUARD, "1")
     result = _run(pytester, "--profile", "--profile-memory=yes")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--profile-memory=yes*re-executed*shim is not active*"])
@@ -94,7 +94,7 @@ def test_no_loop_when_the_preload_does_not_take(
     assert any("memory, leak and copy columns are absent" in n for n in notes), notes
 
 
-@pytest.mark.skipif(preload.shim_loaded(), reason="this process already has the shim")
+@pytest.mark.skipif(runenv.shim_loaded(), reason="this process already has the shim")
 def test_in_process_runs_cannot_reexec(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_one():\n    pass\n")
     result = pytester.runpytest("--profile", "--profile-memory=yes")
@@ -105,15 +105,15 @@ def test_in_process_runs_cannot_reexec(pytester: pytest.Pytester) -> None:
 
 
 def test_restore_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(preload.GUARD, "1")
+    monkeypatch.setenv(runenv.GUARD, "1")
     monkeypatch.setenv("LD_PRELOAD", "/x/libpytest_scalene_shim.so:libm.so.6")
-    monkeypatch.setenv(preload.ORIGINAL_PREFIX + "LD_PRELOAD", "libm.so.6")
-    assert preload.restore_environment()
+    monkeypatch.setenv(runenv.ORIGINAL_PREFIX + "LD_PRELOAD", "libm.so.6")
+    assert runenv.restore_environment()
     assert os.environ["LD_PRELOAD"] == "libm.so.6"
-    assert preload.ORIGINAL_PREFIX + "LD_PRELOAD" not in os.environ
-    assert not preload.restore_environment()  # only once: the guard is gone
-    monkeypatch.setenv(preload.GUARD, "1")  # the user had no LD_PRELOAD: none is left
-    assert preload.restore_environment() and "LD_PRELOAD" not in os.environ
+    assert runenv.ORIGINAL_PREFIX + "LD_PRELOAD" not in os.environ
+    assert not runenv.restore_environment()  # only once: the guard is gone
+    monkeypatch.setenv(runenv.GUARD, "1")  # the user had no LD_PRELOAD: none is left
+    assert runenv.restore_environment() and "LD_PRELOAD" not in os.environ
 
 
 @needs_shim

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scalene import sampling_timers
+from pytest_scalene.sampling import timers as sampling_timers
 
 SUITE = Path(__file__).parent / "data" / "signal_suite.py"
 

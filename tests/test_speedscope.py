@@ -10,11 +10,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pytest_scalene import model
-from pytest_scalene.model import SessionProfile
-from pytest_scalene.scope import CodeScope
-from pytest_scalene.speedscope_export import to_speedscope
-from pytest_scalene.stack_recorder import OUTSIDE, StackRecorder
+from pytest_scalene.core import model
+from pytest_scalene.core.model import SessionProfile
+from pytest_scalene.reports.speedscope import to_speedscope
+from pytest_scalene.sampling.scope import CodeScope
+from pytest_scalene.sampling.stack_recorder import OUTSIDE, StackRecorder
 
 SCHEMA = json.loads(
     (Path(__file__).parent / "data" / "speedscope-file-format-schema.json").read_text()
@@ -164,13 +164,13 @@ def test_plugin_writes_a_valid_speedscope_file(run_profiled, pytester: pytest.Py
 
 
 def test_no_stacks_are_recorded_without_the_option(pytester: pytest.Pytester) -> None:
-    from pytest_scalene.plugin import PROFILER_KEY, STACKS_KEY
+    from pytest_scalene.plugin import RUN_KEY
 
-    config = pytester.parseconfigure("--profile")
-    assert STACKS_KEY not in config.stash
-    assert not any(isinstance(x, StackRecorder) for x in config.stash[PROFILER_KEY].listeners)
-    config = pytester.parseconfigure("--profile", "--profile-speedscope=x.json")
-    assert config.stash[STACKS_KEY] in config.stash[PROFILER_KEY].listeners
+    run = pytester.parseconfigure("--profile").stash[RUN_KEY]
+    assert run.stacks is None
+    assert not any(isinstance(x, StackRecorder) for x in run.profiler.listeners)
+    run = pytester.parseconfigure("--profile", "--profile-speedscope=x.json").stash[RUN_KEY]
+    assert run.stacks in run.profiler.listeners
 
 
 def test_a_directory_is_refused_as_the_output_path(pytester: pytest.Pytester) -> None:

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from report_samples import sample_session, write_sources
 
-from pytest_scalene import model, terminal_report
-from pytest_scalene.model import LineKey, SessionProfile
-from pytest_scalene.terminal_report import display_width, render
+from pytest_scalene.core import model
+from pytest_scalene.core.model import LineKey, SessionProfile
+from pytest_scalene.core.verdict import Verdict
+from pytest_scalene.reports import terminal as terminal_report
+from pytest_scalene.reports.terminal import display_width, render
 
 GOLDEN = Path(__file__).parent / "data" / "terminal_report_golden.txt"
 
@@ -41,7 +43,7 @@ def test_every_line_fits_100_columns(tmp_path: Path) -> None:
     (tmp_path / wide_dir).mkdir(parents=True)
     (tmp_path / wide_dir / "m.py").write_text("y = 2\n")
     long.line(LineKey(wide_dir + "m.py", 1, "g")).cpu_native_s = 1.0
-    long.extra["verdicts"] = [{"passed": False, "message": "a very long message " * 20}]
+    long.verdicts = [Verdict.from_dict({"passed": False, "message": "a very long message " * 20})]
     session.tests[long.nodeid] = long
     session.notes.append("a long note that must wrap rather than run past the edge " * 4)
     write_sources(tmp_path)
@@ -83,13 +85,15 @@ def test_baseline_verdicts_are_labelled_apart_from_budgets(tmp_path: Path) -> No
     write_sources(tmp_path)
     session = sample_session()
     etl = session.tests["tests/test_etl.py::test_load_frame"]
-    etl.extra["verdicts"].append(
-        {
-            "kind": "regression",
-            "metric": "cpu_s",
-            "passed": False,
-            "message": "CPU time regressed: 2.10 s vs baseline 1.00 s (+110%, allowed +30%)",
-        }
+    etl.verdicts.append(
+        Verdict.from_dict(
+            {
+                "kind": "regression",
+                "metric": "cpu_s",
+                "passed": False,
+                "message": "CPU time regressed: 2.10 s vs baseline 1.00 s (+110%, allowed +30%)",
+            }
+        )
     )
     text = render(session, str(tmp_path))
     assert "regressed   CPU time regressed: 2.10 s vs baseline 1.00 s" in text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_scalene.sparkline import BLOCKS, resample, sparkline, timeline_sparkline
+from pytest_scalene.reports.sparkline import BLOCKS, resample, sparkline, timeline_sparkline
 
 
 def test_resample_holds_each_level_until_the_next_sample() -> None:

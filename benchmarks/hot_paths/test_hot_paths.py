@@ -12,10 +12,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pytest_scalene import baseline_store, comparison, terminal_summary, timeline
+from pytest_scalene.core.model import LineKey, SessionProfile, TestProfile
+from pytest_scalene.gates import baseline_entry, baseline_store, comparison
 from pytest_scalene.instructions import callgrind_out
-from pytest_scalene.model import LineKey, SessionProfile, TestProfile
-from pytest_scalene.scope import CodeScope
+from pytest_scalene.reports import summary as terminal_summary
+from pytest_scalene.sampling import timeline
+from pytest_scalene.sampling.scope import CodeScope
 
 ROOT = str(Path(__file__).resolve().parent)
 
@@ -40,8 +42,8 @@ def test_sampler_line_lookup():
 
 
 def test_baseline_comparison():
-    before = baseline_store.entry_from_profile(_profile("t::a", 200), ROOT)
-    after = baseline_store.entry_from_profile(_profile("t::a", 200, scale=1.1), ROOT)
+    before = baseline_entry.entry_from_profile(_profile("t::a", 200), ROOT)
+    after = baseline_entry.entry_from_profile(_profile("t::a", 200, scale=1.1), ROOT)
     rule = comparison.NoiseRule()
     for _ in range(5):
         comparison.compare(before, after, rule)
@@ -54,7 +56,7 @@ def test_timeline_reduction():
 
 def test_baseline_file_round_trip():
     entries = {
-        f"t.py::test_{i}": baseline_store.entry_from_profile(_profile(f"t.py::test_{i}", 20), ROOT)
+        f"t.py::test_{i}": baseline_entry.entry_from_profile(_profile(f"t.py::test_{i}", 20), ROOT)
         for i in range(50)
     }
     module = baseline_store.ModuleBaseline("t.py", 0.01, "cpu", 1, entries)

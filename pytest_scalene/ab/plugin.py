@@ -1,6 +1,6 @@
 """The pytest side of `--profile-compare-ref=REF`: after collection, the profiled tests are
 compared with REF's version in alternating runs (session.py); each test's result goes on its
-profile (extra["ab"]) before the gates judge its call phase (gate_hooks.py turns it into a
+profile (extra["ab"]) before the gates judge its call phase (plugin.py turns it into a
 verdict)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ..budgets import MARKER
+from ..gates.budgets import MARKER
 from ..instructions.runner import kept_arguments
-from ..profiler import Profiler
+from ..sampling.profiler import Profiler
 from . import git_tree, pairs, verdict
 from . import session as ab_session
 
@@ -110,8 +110,8 @@ class CompareRef:
     def _profiled(self, item: pytest.Item) -> bool:
         return self.profiler.options.enabled or item.get_closest_marker(MARKER) is not None
 
-    @pytest.hookimpl(trylast=True)  # after other plugins deselect
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
+    def after_collection(self, session: pytest.Session) -> None:
+        """Called by plugin.py's pytest_collection_finish (trylast: after deselection)."""
         nodeids = [item.nodeid for item in session.items if self._profiled(item)]
         if not nodeids:
             return
@@ -152,8 +152,8 @@ class CompareRef:
             + (f" ({found.problem})" if found.problem else "")
         )
 
-    @pytest.hookimpl(tryfirst=True)  # before the gates judge the call phase's report
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    def attach(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        """Called by plugin.py's pytest_runtest_makereport, before the gates judge."""
         if call.when != "call" or item.nodeid not in self.results:
             return
         profile = self.profiler.session.tests.get(item.nodeid)

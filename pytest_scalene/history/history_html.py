@@ -13,7 +13,7 @@ import os
 import statistics
 import time
 
-from ..atomic_write import write_text_atomic
+from ..core.atomic_write import write_text_atomic
 from .store import HistoryStore, RunInfo
 from .trends import Trend, _fmt, describe_change, short, trends
 

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..comparison import NoiseRule
-from ..gates import COMPARED
+from ..core.verdict import REGRESSION, Verdict
+from ..gates.comparison import NoiseRule
+from ..gates.metrics import COMPARED
 
 MADS = 5.0  # how many robust standard deviations above the median still pass
 MAD_TO_SIGMA = 1.4826  # for normal noise, sigma = 1.4826 x MAD
@@ -29,6 +30,19 @@ class HistoryVerdict:
     runs: int
     passed: bool
     message: str
+
+    def verdict(self) -> Verdict:
+        """The gates' verdict: against history, the baseline is the runs' median."""
+        return Verdict(
+            REGRESSION,
+            self.metric,
+            self.limit,
+            self.value,
+            self.passed,
+            self.message,
+            None,
+            self.median,
+        )
 
 
 def _spread(values: Sequence[float], median: float) -> float:

@@ -16,9 +16,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..gates import METRICS
-from ..json_report import _round as rounded
-from ..model import SessionProfile, TestProfile
+from ..core.codec import rounded
+from ..core.model import SessionProfile, TestProfile
+from ..core.natural_values import is_number
+from ..gates.metrics import METRICS
 
 # Test totals kept as columns (queried for trends and history verdicts).
 TEST_METRICS = ("elapsed_s", "cpu_s", "cpu_python_s", "cpu_native_s", "cpu_system_s")
@@ -132,7 +133,7 @@ def fingerprint(info: dict[str, Any]) -> str:
 
 # -- figures -------------------------------------------------------------------------------------
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     return float(value) if math.isfinite(value) else None
 
@@ -152,8 +153,7 @@ def test_record(profile: TestProfile) -> TestRecord:
         stats = profile.lines[key]
         values = (stats.cpu_s, *(_number(stats.extra.get(m)) for m in LINE_METRICS[1:]))
         lines.append(LineRecord(key.file, key.line, key.function, values))
-    verdicts = profile.extra.get("verdicts", [])
-    verdicts = [v for v in verdicts if isinstance(v, dict)] if isinstance(verdicts, list) else []
+    verdicts = [v.to_dict() for v in profile.verdicts]
     # as the JSON profile writes them (6 decimals)
     return TestRecord(profile.nodeid, profile.outcome, metrics, rounded(verdicts), tuple(lines))
 

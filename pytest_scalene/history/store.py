@@ -318,11 +318,3 @@ class HistoryStore(ABC):
             return {}
         tables = ("scalene_runs", "scalene_results", "scalene_test_names", "scalene_line_keys")
         return {t: self._execute(f"SELECT COUNT(*) FROM {t}")[0][0] for t in tables}
-
-
-def open_store(url: str | None, create: bool = True) -> HistoryStore:
-    """The store at `url`: a path or sqlite:///PATH (SQLite), or postgresql://... . Without
-    `create`, a missing SQLite file is an error (readers must not create empty histories)."""
-    from .urls import backend_for
-
-    return backend_for(url, create)

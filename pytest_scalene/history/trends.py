@@ -7,16 +7,14 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..options import _positive_int
-from ..sparkline import sparkline
+from ..config.options import _positive_int
+from ..reports.sparkline import sparkline
 from .changepoints import ChangePoint, ChangePointsUnavailable, detect
 from .record import LINE_METRICS, TEST_METRICS
-from .store import HistoryStore, Point, RunInfo, open_store
-from .urls import describe
+from .store import HistoryStore, Point, RunInfo
 
 DEFAULT_LAST = 50
 LINES_PER_TEST = 5
@@ -145,18 +143,3 @@ def _line_trends(store: HistoryStore, nodeid: str, runs: list[RunInfo], width: i
         f"    {trend_sparkline(values, width)}  {_fmt(latest)} s  {where}"
         for latest, where, values in rows[:LINES_PER_TEST]
     ]
-
-
-def show(args: argparse.Namespace) -> int:
-    with open_store(args.url, create=False) as store:
-        runs = store.runs(last=args.last, machine=args.machine)
-        if not runs:
-            print(f"{describe(args.url)}: no run recorded yet", file=sys.stderr)
-            return 0
-        print(render(store, runs, args.metric, args.test, args.lines))
-        if args.html:
-            from .history_html import write_page
-
-            write_page(store, runs, args.metric, args.test, args.html)
-            print(f"history page written to {args.html}")
-    return 0

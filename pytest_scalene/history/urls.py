@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from urllib.parse import unquote, urlsplit
 
-from .store import HistoryError, HistoryStore
+from .store import HistoryError
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
@@ -32,25 +31,3 @@ def describe(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return parts._replace(netloc=netloc).geturl()
-
-
-def backend_for(url: str | None, create: bool = True) -> HistoryStore:
-    if not url or not url.strip():
-        raise HistoryError("--profile-history: expected a path or a URL, got an empty string")
-    url = url.strip()
-    path = sqlite_path(url)
-    if path is not None:
-        from .sqlite_backend import SqliteStore
-
-        if not create and not os.path.exists(path):
-            raise HistoryError(f"{url}: no such history file")
-        return SqliteStore(url, path)
-    scheme = urlsplit(url).scheme
-    if scheme in POSTGRES_SCHEMES:
-        from .postgres_backend import PostgresStore
-
-        return PostgresStore(url)
-    raise HistoryError(
-        f"{describe(url)}: unknown history URL scheme {scheme!r}: use a path, sqlite:///PATH "
-        "or postgresql://USER@HOST/DB"
-    )

@@ -5,7 +5,7 @@ called, counting stopped and the counts dumped under the test's index. Around th
 pytest-codspeed does: `random` seeded, the garbage collector collected then off (a collection
 would land in whichever test crossed its threshold). The hash seed is pinned by the runner
 (PYTHONHASHSEED=0). pytest-scalene's own plugin stays inert in this session (it sees
-runner.COUNTING_ENV, and registers this plugin instead), so
+runenv.COUNTING_ENV, and registers this plugin instead), so
 neither the allocator shim nor the sampler runs.
 """
 
@@ -86,7 +86,7 @@ def _imported_packages(imported: set[str]) -> dict[str, str]:
 
 
 def register(config: pytest.Config) -> None:
-    """Called by pytest-scalene's plugin in the counting session (runner.COUNTING_ENV)."""
+    """Called by pytest-scalene's plugin in the counting session (runenv.COUNTING_ENV)."""
     path = os.environ.get(RESULTS_ENV)
     if path:
         config.pluginmanager.register(CountingPlugin(path), "pytest-scalene-counting")

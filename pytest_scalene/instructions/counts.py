@@ -22,14 +22,13 @@ from typing import Any
 
 import pytest
 
-from ..atomic_write import write_text_atomic
-from ..budgets import MARKER
-from ..dir_lock import locked
-from ..model import TestProfile
-from ..profiler import Profiler
+from ..core.atomic_write import write_text_atomic
+from ..core.dir_lock import locked
+from ..core.model import TestProfile
+from ..gates.budgets import MARKER
+from ..sampling.profiler import Profiler
 from . import runner
 
-PLUGIN_NAME = "pytest-scalene-instructions"
 COUNT_KEY = "instructions"  # profile.extra: the test's count (gates.METRICS)
 FUNCTIONS_KEY = "instructions_functions"  # profile.extra: inclusive count per Python function
 ENVIRONMENT_KEY = "instructions_environment"  # profile.extra: what the counts depend on
@@ -51,16 +50,15 @@ class InstructionCounts:
         self.profiler = profiler
         self.measure = measure
         self.counts: dict[str, runner.Counted | str] = {}
-        self._shared_dir: str | None = None  # xdist controller: see pytest_configure_node
+        self._shared_dir: str | None = None  # xdist controller: see share_with_worker
 
     def needs_counts(self, item: pytest.Item) -> bool:
         if sets_instruction_budget(item):
             return True
-        profiled = self.profiler.options.enabled or item.get_closest_marker(MARKER) is not None
-        return self.measure == "instructions" and profiled
+        return self.measure == "instructions" and self.profiler.wants(item)
 
-    @pytest.hookimpl(trylast=True)  # after other plugins deselect
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
+    def after_collection(self, session: pytest.Session) -> None:
+        """Called by plugin.py's pytest_collection_finish (trylast: after deselection)."""
         if self.config.option.collectonly:
             return
         nodeids = [item.nodeid for item in session.items if self.needs_counts(item)]
@@ -84,9 +82,9 @@ class InstructionCounts:
                 self._count(nodeids)
                 write_text_atomic(path, json.dumps(_encode(self.counts)))
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """pytest-xdist, on the controller: the folder where the workers share the counts."""
+    def share_with_worker(self, node: Any) -> None:
+        """Called by plugin.py's pytest_configure_node (pytest-xdist, on the controller): the
+        folder where the workers share the counts."""
         if self._shared_dir is None:
             self._shared_dir = tempfile.mkdtemp(prefix="pytest-scalene-counts-")
             self.config.add_cleanup(lambda: shutil.rmtree(self._shared_dir, ignore_errors=True))
@@ -133,8 +131,8 @@ class InstructionCounts:
             extra += [f"--timeout={seconds * CALLGRIND_SLOWDOWN:g}"]
         return extra
 
-    @pytest.hookimpl(tryfirst=True)  # before the gates judge the call phase's report
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    def attach(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        """Called by plugin.py's pytest_runtest_makereport, before the gates judge."""
         if call.when != "call" or item.nodeid not in self.counts:
             return
         profile = self.profiler.session.tests.get(item.nodeid)

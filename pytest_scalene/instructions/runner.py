@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.runenv import COUNTING_ENV
 from . import callgrind_out
 from .child_plugin import LABEL_PREFIX, RESULTS_ENV
 
-COUNTING_ENV = "PYTEST_SCALENE_COUNTING"  # set in the child: pytest-scalene's plugin stays inert
 HASH_SEED = "0"
 CALLGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no")
 # Options of the user's invocation that shape collection and the run, kept for the child

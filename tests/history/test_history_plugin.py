@@ -10,8 +10,8 @@ import sqlite3
 import pytest
 
 from pytest_scalene.history import schema
+from pytest_scalene.history.connect import open_store
 from pytest_scalene.history.record import RunRecord, fingerprint, machine_info
-from pytest_scalene.history.store import open_store
 
 SUITE = """
 import os

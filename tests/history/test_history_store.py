@@ -11,7 +11,8 @@ import sqlite3
 import pytest
 
 from pytest_scalene.history import schema
-from pytest_scalene.history.store import HistoryError, HistoryStore, open_store
+from pytest_scalene.history.connect import open_store
+from pytest_scalene.history.store import HistoryError, HistoryStore
 
 from .history_support import make_run
 

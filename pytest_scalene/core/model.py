@@ -1,0 +1,68 @@
+"""The profile data model shared by the samplers, the gates and every report.
+
+Samplers add to `LineStats`/`TestProfile`; reports and gates only read them. Metrics beyond the
+CPU split (memory, copy volume, leaks, GPU) live in the `extra` dicts under their JSON key names,
+so a new metric needs no change here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .verdict import Verdict
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, order=True)
+class LineKey:
+    file: str  # posix path relative to the rootdir (absolute if outside it)
+    line: int
+    function: str
+
+
+@dataclass
+class LineStats:
+    function_line: int = 0  # first line of the enclosing function (for edit-proof baselines)
+    cpu_python_s: float = 0.0
+    cpu_native_s: float = 0.0
+    cpu_system_s: float = 0.0
+    samples: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cpu_s(self) -> float:
+        return self.cpu_python_s + self.cpu_native_s + self.cpu_system_s
+
+
+@dataclass
+class TestProfile:
+    __test__ = False  # not a test class, despite its name
+    nodeid: str
+    outcome: str = "unknown"
+    elapsed_s: float = 0.0
+    cpu_python_s: float = 0.0
+    cpu_native_s: float = 0.0
+    cpu_system_s: float = 0.0
+    lines: dict[LineKey, LineStats] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    verdicts: list[Verdict] = field(default_factory=list)  # the gates' (JSON: `verdicts`)
+
+    @property
+    def cpu_s(self) -> float:
+        return self.cpu_python_s + self.cpu_native_s + self.cpu_system_s
+
+    def line(self, key: LineKey, function_line: int = 0) -> LineStats:
+        stats = self.lines.get(key)
+        if stats is None:
+            stats = self.lines[key] = LineStats(function_line=function_line)
+        return stats
+
+
+@dataclass
+class SessionProfile:
+    interval_s: float
+    clock: str
+    tests: dict[str, TestProfile] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # e.g. why a metric is unavailable

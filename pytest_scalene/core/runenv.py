@@ -1,0 +1,134 @@
+"""Facts about the run that several layers need, derived in one place: whether this process is
+an xdist worker, whether the allocator shim is here (memory profiling possible) and why not,
+whether the command line asks for profiling, and the LD_PRELOAD variables that start a process
+with the shim and let it undo them.
+
+Plain Python, no pytest import: profiled children (children/agent.py) import this too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+MARKER = "perf_budget"  # the marker that asks for a test to be profiled (gates/budgets.py)
+COUNTING_ENV = "PYTEST_SCALENE_COUNTING"  # the child session under valgrind: the plugin is inert
+WORKER_ENV = "PYTEST_XDIST_WORKER"  # set by pytest-xdist in its worker processes
+GUARD = "PYTEST_SCALENE_REEXEC"  # set in a process started preloaded; removed by it at once
+ORIGINAL_PREFIX = "PYTEST_SCALENE_ORIG_"  # the user's value, put back by restore_environment
+PRELOAD_VARS = ("LD_PRELOAD",)
+SHIM_NAME = "libpytest_scalene_shim.so"
+# Options that profile tests, so that memory is preloaded for them (--profile-memory=auto).
+PROFILING_FLAGS = (
+    "profile",
+    "profile_save_baseline",
+    "profile_compare",
+    "profile_fail_on_leak",
+    "profile_max_copy_mb_s",
+)
+
+_shim_problem: str | None = None
+
+
+def is_xdist_worker(config: Any) -> bool:
+    """This pytest session is an xdist worker (its profiles go to the controller)."""
+    return hasattr(config, "workerinput")
+
+
+def in_xdist_worker_process() -> bool:
+    """This process was started by xdist as a worker (known before any config exists)."""
+    return bool(os.environ.get(WORKER_ENV))
+
+
+def is_xdist_controller(config: Any) -> bool:
+    return getattr(config.option, "dist", "no") != "no"
+
+
+def in_counting_session() -> bool:
+    """This is the child session that counts instructions under valgrind: no profiling here."""
+    return bool(os.environ.get(COUNTING_ENV))
+
+
+def profiling_requested(namespace: Any) -> bool:
+    """The command line (or ini) asks for profiles: --profile, baselines or a memory gate."""
+    return any(getattr(namespace, name, False) for name in PROFILING_FLAGS)
+
+
+def shim_path() -> Path | None:
+    """Where the shim is installed: next to the extension (also in editable installs)."""
+    try:
+        from .. import _native
+    except ImportError:
+        return None
+    return Path(_native.__file__).parent / SHIM_NAME
+
+
+def shim_loaded() -> bool:
+    try:
+        from .. import _native
+
+        return bool(_native.shim_loaded())
+    except Exception:  # no extension built, or an older one: memory profiling is not there
+        return False
+
+
+_ALLOCATOR = re.compile(r"(jemalloc|tcmalloc|mimalloc|hoard|snmalloc|rpmalloc)", re.IGNORECASE)
+
+
+def other_allocator() -> str | None:
+    """The file name of an allocator the user preloaded (LD_PRELOAD as they set it), if any."""
+    for entry in re.split(r"[:\s]+", os.environ.get("LD_PRELOAD", "")):
+        if entry and entry != str(shim_path()) and _ALLOCATOR.search(Path(entry).name):
+            return Path(entry).name
+    return None
+
+
+def record_shim_problem(reason: str | None) -> None:
+    """sampling/preload.py: why a wanted preload did not happen, for the reports."""
+    global _shim_problem
+    _shim_problem = reason
+
+
+def shim_problem() -> str | None:
+    """Why the shim is not active in this process, when a re-exec was wanted but not done."""
+    return _shim_problem
+
+
+def memory_unavailable(memory_option: str) -> str | None:
+    """Why memory cannot be profiled in this run, or None when it can."""
+    if memory_option == "no":
+        return "--profile-memory=no"
+    if shim_loaded():
+        return None
+    return _shim_problem or (
+        "the memory shim is not preloaded in this process; pytest-scalene preloads it when run "
+        "with --profile or --profile-memory=yes"
+    )
+
+
+def preload_overlay(shim: str, environ: dict[str, str]) -> dict[str, str]:
+    """The variables that start a process with the shim preloaded (the shim first, before any
+    existing value) and tell it what to put back (restore_environment)."""
+    overlay = {GUARD: "1"}
+    for name in PRELOAD_VARS:
+        if name in environ:
+            overlay[ORIGINAL_PREFIX + name] = environ[name]
+    existing = environ.get("LD_PRELOAD", "")
+    overlay["LD_PRELOAD"] = f"{shim}:{existing}" if existing else shim
+    return overlay
+
+
+def restore_environment() -> bool:
+    """In a process started with preload_overlay, put LD_PRELOAD back as it was. Returns whether
+    this process was started so."""
+    if os.environ.pop(GUARD, None) is None:
+        return False
+    for name in PRELOAD_VARS:
+        original = os.environ.pop(ORIGINAL_PREFIX + name, None)
+        if original is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = original
+    return True

@@ -1,0 +1,131 @@
+"""A test's profile as a baseline entry (gates/baseline_store.py stores them): its metrics,
+each line's CPU share with the line's normalised source text (so that lines inserted above a
+function still match), the counted functions, and the CPU time of each timed run."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..core.model import TestProfile
+from ..core.source import source_line, source_path
+from .baseline_store import DIGITS, LineEntry, TestEntry
+from .metrics import COMPARED
+
+TEXT_LIMIT = 160  # longer source lines are stored shortened, with a hash of the whole text
+
+
+def normalise(text: str) -> str:
+    """Whitespace-insensitive source text; very long lines shortened, keeping a hash of them."""
+    text = " ".join(text.split())
+    if len(text) <= TEXT_LIMIT:
+        return text
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    return f"{text[: TEXT_LIMIT - 20]}… #{digest}"
+
+
+def _source_line(rootdir: str, file: str, line: int) -> str:
+    return normalise(source_line(rootdir, file, line, fresh=True))
+
+
+def cpu_distribution(profile: TestProfile) -> dict[str, float]:
+    """min, median, p90 of the timed runs' CPU seconds (repeat.CPU_RUNS_KEY; one run: its
+    own), their span (wall seconds the runs added up to) and their number."""
+    runs = profile.extra.get("cpu_runs")
+    times = sorted(float(t) for t in runs) if isinstance(runs, list) and runs else []
+    times = times or [profile.cpu_s]
+    span = profile.extra.get("cpu_runs_span_s", profile.elapsed_s)
+    return {
+        "min": round(times[0], DIGITS),
+        "median": round(statistics.median(times), DIGITS),
+        "p90": round(times[min(len(times) - 1, math.ceil(0.9 * len(times)) - 1)], DIGITS),
+        "span_s": round(float(span), DIGITS),
+        "runs": len(times),
+    }
+
+
+def entry_from_profile(profile: TestProfile, rootdir: str, commit: str = "") -> TestEntry:
+    """The compared metrics of a test and of each line that has any of them."""
+    metrics = {m.name: round(v, DIGITS) for m in COMPARED if (v := m.of_test(profile)) is not None}
+    lines = []
+    for key in sorted(profile.lines):
+        stats = profile.lines[key]
+        values = {
+            m.name: round(v, DIGITS) for m in COMPARED if (v := m.of_line(stats)) is not None and v
+        }
+        if values:
+            offset = key.line - stats.function_line if stats.function_line else key.line
+            text = _source_line(rootdir, key.file, key.line)
+            share = stats.cpu_s / profile.cpu_s if profile.cpu_s > 0 and stats.cpu_s else None
+            entry = LineEntry(
+                key.file,
+                key.function,
+                offset,
+                text,
+                key.line,
+                values,
+                None if share is None else round(share, 4),
+                stats.samples if share is not None else None,
+            )
+            lines.append(entry)
+    lines.sort(key=lambda e: (e.file, e.function, e.offset, e.text))
+    functions = _int_dict(profile.extra.get("instructions_functions"))
+    environment = profile.extra.get("instructions_environment")
+    return TestEntry(
+        metrics,
+        tuple(lines),
+        round(profile.elapsed_s, DIGITS),
+        functions,
+        {str(k): str(v) for k, v in environment.items()} if isinstance(environment, dict) else {},
+        {name: _function_line(profile, rootdir, name) for name in functions},
+        cpu_distribution(profile),
+        commit,
+    )
+
+
+def _int_dict(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and v >= 0}
+
+
+def _function_line(profile: TestProfile, rootdir: str, name: str) -> str:
+    """ "file:line function" for a counted function: its line with the most sampled CPU time in
+    this run, else its def line, else the function alone."""
+    file, _, qualname = name.partition("::")
+    sampled = [
+        (s.cpu_s, k.line)
+        for k, s in profile.lines.items()
+        if (k.file, k.function) == (file, qualname)
+    ]
+    if sampled and max(sampled)[0] > 0:
+        return f"{file}:{max(sampled)[1]} {qualname}"
+    line = _def_line(rootdir, file, qualname)
+    return f"{file}:{line} {qualname}" if line else f"{file} {qualname}"
+
+
+def _def_line(rootdir: str, file: str, qualname: str) -> int | None:
+    try:
+        tree = ast.parse(Path(source_path(rootdir, file)).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found: list[int] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if name == qualname and not isinstance(child, ast.ClassDef):
+                    found.append(child.lineno)
+                inner = f"{name}.<locals>." if not isinstance(child, ast.ClassDef) else f"{name}."
+                visit(child, inner)
+
+    visit(tree, "")
+    return found[0] if found else None
+
+
+# -- files ---------------------------------------------------------------------------------------

@@ -1,0 +1,403 @@
+"""Regression verdicts: a run's test entry against its baseline entry, under the noise rule.
+
+The noise rule (docs/baselines.md): a metric regressed when it grew by more than the relative
+tolerance AND by more than an absolute floor below which the profiler cannot tell a difference
+from noise (CPU: max(0.05 s, 5 sampling intervals); memory: one sampling threshold; copy volume:
+one copy step). Each gate judges what is counted where there is such a figure (bytes, not
+bytes per second); CPU is judged on CPU time, never wall time. A line is judged only when it
+carries at least `line_share` of the test's total for that metric. New and vanished lines are
+reported, never failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..config.options import DEFAULT_TOLERANCE
+from ..core.verdict import REGRESSION, Verdict
+from ..sampling.memory_sampler import COPY_STEP_THRESHOLDS
+from .baseline_store import LineEntry, TestEntry
+from .metrics import COMPARED, METRICS
+
+JUDGED = ("regression", "ok")  # the findings that are verdicts; the others are notes
+CPU_TIMED = ("cpu_s",)  # compared metrics that move with the load on other cores
+MIN_CPU_FLOOR_S = 0.05
+CPU_FLOOR_INTERVALS = 5
+GPU_FLOOR_MB = 32.0  # NVML reports allocator reservations, which move in chunks of MBs
+LINE_SHARE = 0.10
+# A function's instructions are judged when their growth is at least this share of the test's.
+FUNCTION_SHARE = 0.005
+
+
+@dataclass(frozen=True)
+class NoiseRule:
+    tolerance: float | None = None  # allowed relative growth; None: per-metric defaults
+    cpu_floor_s: float = MIN_CPU_FLOOR_S
+    memory_floor_mb: float = 10.0  # one memory sampling threshold
+    # One copy step: the shim counts copies in whole steps, so two runs of the same copies
+    # differ by less than one step (docs/memory.md).
+    copy_floor_mb: float = 20.0
+    gpu_floor_mb: float = GPU_FLOOR_MB
+    line_share: float = LINE_SHARE
+
+    @classmethod
+    def for_run(
+        cls, tolerance: float | None, interval_s: float, memory_threshold: int
+    ) -> NoiseRule:
+        return cls(
+            tolerance=tolerance,
+            cpu_floor_s=max(MIN_CPU_FLOOR_S, CPU_FLOOR_INTERVALS * interval_s),
+            memory_floor_mb=memory_threshold / 2**20,
+            copy_floor_mb=COPY_STEP_THRESHOLDS * memory_threshold / 2**20,
+        )
+
+    def tolerance_for(self, metric: str) -> float:
+        if self.tolerance is not None:
+            return self.tolerance
+        return DEFAULT_TOLERANCE[metric]
+
+    def floor(self, metric: str) -> float:
+        """The smallest growth of `metric` that can count as a regression."""
+        if metric == "cpu_s":
+            return self.cpu_floor_s
+        if metric == "gpu_peak_mb":
+            return self.gpu_floor_mb
+        if metric == "copy_mb":
+            return self.copy_floor_mb
+        if metric == "instructions":
+            return 0.0  # counted: the tolerance alone decides
+        return self.memory_floor_mb
+
+
+@dataclass(frozen=True)
+class Finding:
+    # "regression" (fails the test), "ok" (a test total within the rule), and, reported but
+    # never failed: "improved", "new_line", "vanished_line", "not_compared"
+    kind: str
+    metric: str
+    baseline: float | None
+    value: float | None
+    message: str
+    line: str | None = None  # "file:line function"
+    limit: float | None = None  # judged findings: the value above which it fails (compare sets it)
+
+    @property
+    def failed(self) -> bool:
+        return self.kind == "regression"
+
+    def verdict(self) -> Verdict | None:
+        """The gate's verdict: for a judged finding ("regression" or "ok"), else None."""
+        if self.kind not in JUDGED:
+            return None
+        return Verdict(
+            REGRESSION,
+            self.metric,
+            self.limit,
+            self.value,
+            not self.failed,
+            self.message,
+            self.line,
+            self.baseline,
+        )
+
+
+@dataclass
+class Comparison:
+    findings: list[Finding] = field(default_factory=list)
+    matched_by_text: int = 0
+    matched_by_offset: int = 0
+    new_lines: int = 0
+    vanished_lines: int = 0
+
+    @property
+    def regressions(self) -> list[Finding]:
+        return [f for f in self.findings if f.failed]
+
+
+def match_lines(
+    baseline: tuple[LineEntry, ...], current: tuple[LineEntry, ...]
+) -> tuple[list[tuple[LineEntry, LineEntry]], int, list[LineEntry], list[LineEntry]]:
+    """Pair each current line with a baseline line: same file, function and source text first
+    (nearest offset among equal texts), then, for edited lines, same file, function and offset.
+    Returns (pairs of (baseline, current), how many paired by offset, new lines, vanished)."""
+    free = list(range(len(baseline)))
+    pairs: list[tuple[LineEntry, LineEntry]] = []
+    unpaired: list[LineEntry] = []
+    for cur in current:
+        same = [i for i in free if _same_place(baseline[i], cur) and baseline[i].text == cur.text]
+        if same:
+            best = min(same, key=lambda i: abs(baseline[i].offset - cur.offset))
+            free.remove(best)
+            pairs.append((baseline[best], cur))
+        else:
+            unpaired.append(cur)
+    new: list[LineEntry] = []
+    by_offset = 0
+    for cur in unpaired:
+        same = [
+            i for i in free if _same_place(baseline[i], cur) and baseline[i].offset == cur.offset
+        ]
+        if same:
+            free.remove(same[0])
+            pairs.append((baseline[same[0]], cur))
+            by_offset += 1
+        else:
+            new.append(cur)
+    return pairs, by_offset, new, [baseline[i] for i in free]
+
+
+def _same_place(a: LineEntry, b: LineEntry) -> bool:
+    return a.file == b.file and a.function == b.function
+
+
+def _where(entry: LineEntry) -> str:
+    return f"{entry.file}:{entry.line} {entry.function}"
+
+
+def compare(
+    baseline: TestEntry, current: TestEntry, rule: NoiseRule, skip: tuple[str, ...] = ()
+) -> Comparison:
+    """Judge `current` against `baseline`; the findings name the metric, both values, the line.
+    Metrics in `skip` are not judged (the CPU time, when instructions are counted)."""
+    pairs, by_offset, new, vanished = match_lines(baseline.lines, current.lines)
+    result = Comparison(
+        matched_by_text=len(pairs) - by_offset,
+        matched_by_offset=by_offset,
+        new_lines=len(new),
+        vanished_lines=len(vanished),
+    )
+    skipped = _incomparable_counts(baseline, current, result) | set(skip)
+    for metric in COMPARED:
+        name = metric.name
+        if name in skipped:
+            continue
+        before, after = baseline.metrics.get(name), current.metrics.get(name)
+        if before is None or after is None:
+            if before is not None or after is not None:
+                why = (
+                    "the baseline has it but this run did not measure it"
+                    if after is None
+                    else _baseline_lacks(name, baseline)
+                )
+                message = f"{metric.label} not compared: {why}"
+                result.findings.append(Finding("not_compared", name, before, after, message))
+            continue
+        judge = _Judge(name, rule)
+        if name == "instructions":
+            found = function_findings(baseline, current, judge)
+            if not current.functions:  # before Python 3.12: the sampled profile's hint
+                found = [_with_sampled_hint(f, pairs, new) for f in found]
+            result.findings += found
+            continue
+        result.findings += judge.test(baseline, current, pairs, new)
+        result.findings += judge.lines(baseline, current, pairs, new, vanished)
+    result.findings = [_with_limit(f, rule) for f in result.findings]
+    return result
+
+
+def _with_limit(finding: Finding, rule: NoiseRule) -> Finding:
+    if finding.kind not in JUDGED or finding.baseline is None:
+        return finding
+    return replace(finding, limit=finding.baseline * (1 + rule.tolerance_for(finding.metric)))
+
+
+def _incomparable_counts(baseline: TestEntry, current: TestEntry, result: Comparison) -> set[str]:
+    """Instruction counts from another interpreter, valgrind, hash seed or package versions are
+    not comparable: a note names what differs, never a failure."""
+    if "instructions" not in baseline.metrics or "instructions" not in current.metrics:
+        return set()
+    before, after = baseline.environment, current.environment
+    differs = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if not differs:
+        return set()
+    shown = "; ".join(f"{k}: {before.get(k, '-')!r} -> {after.get(k, '-')!r}" for k in differs[:3])
+    more = f" and {len(differs) - 3} more" if len(differs) > 3 else ""
+    message = (
+        f"instructions not compared: counted in another environment ({shown}{more}); re-save "
+        "the baseline in this one"
+    )
+    result.findings.append(Finding("not_compared", "instructions", None, None, message))
+    return {"instructions"}
+
+
+def _with_sampled_hint(
+    finding: Finding, pairs: list[tuple[LineEntry, LineEntry]], new: list[LineEntry]
+) -> Finding:
+    """A count regression with no per-function counts names the line whose sampled CPU time
+    grew the most, when the run has samples: a hint, not a count."""
+    if finding.kind != "regression":
+        return finding
+    growth = [(c.metrics.get("cpu_s", 0.0) - b.metrics.get("cpu_s", 0.0), c) for b, c in pairs]
+    growth += [(c.metrics.get("cpu_s", 0.0), c) for c in new]
+    if not growth or max(g for g, _ in growth) <= 0:
+        return finding
+    _delta, line = max(growth, key=lambda g: g[0])
+    hint = (
+        f"; per-function counts need Python 3.12+; the sampled CPU time grew most at "
+        f"{_where(line)} `{line.text}`"
+    )
+    return Finding(
+        finding.kind,
+        finding.metric,
+        finding.baseline,
+        finding.value,
+        finding.message + hint,
+        _where(line),
+    )
+
+
+def function_findings(baseline: TestEntry, current: TestEntry, judge: _Judge) -> list[Finding]:
+    """The test's instructions, and the function that grew: among the Python functions whose
+    inclusive count grew by more than the tolerance and by at least FUNCTION_SHARE of the test,
+    those carrying at least half of the largest growth (a caller carries its callee's), the one
+    that grew the most relatively (the callee, not its callers). A function's regression fails
+    the test even when the test's total stays within the tolerance."""
+    found = judge.test(baseline, current, [], [])
+    test_before = judge.value(baseline)
+    grown = []
+    for name, after in current.functions.items():
+        before = baseline.functions.get(name)
+        if before is None or after - before < FUNCTION_SHARE * test_before:
+            continue
+        if judge.regressed(before, after):
+            grown.append((after - before, after / before if before else float("inf"), name))
+    if not grown:
+        return found
+    largest = max(g[0] for g in grown)
+    _delta, _ratio, name = max((g for g in grown if g[0] >= largest / 2), key=lambda g: g[1])
+    before, after = baseline.functions[name], current.functions[name]
+    place = current.function_lines.get(name) or name.replace("::", " ")
+    # The next ones by relative growth: a callee whose growth is spent in library code called
+    # by its caller (more records, then more json work) is named too.
+    others = sorted((g for g in grown if g[2] != name), key=lambda g: -g[1])[:2]
+    also = "".join(
+        f"; also {current.function_lines.get(n) or n.replace('::', ' ')} {(r - 1) * 100:+.0f}%"
+        for _d, r, n in others
+    )
+    culprit = f"{place}: {judge.versus(before, after)}){also}"
+    out = []
+    for finding in found:
+        if finding.kind == "regression":
+            finding = Finding(
+                "regression",
+                finding.metric,
+                finding.baseline,
+                finding.value,
+                f"{finding.message}; most growth in {culprit}",
+                place,
+            )
+        out.append(finding)
+    if not any(f.kind == "regression" for f in out):
+        message = f"instructions regressed in {culprit} (allowed +{judge.tolerance * 100:.0f}%)"
+        out.append(Finding("regression", "instructions", before, after, message, place))
+    return out
+
+
+def _baseline_lacks(name: str, baseline: TestEntry) -> str:
+    if name == "copy_mb" and "copy_mb_s" in baseline.metrics:
+        return (
+            "the baseline predates counted copy volume (it holds the copy rate, MB/s, which is "
+            "no longer compared): re-save the baseline to gate on the MB copied"
+        )
+    return "this run measured it but the baseline has none (re-save the baseline to gate on it)"
+
+
+class _Judge:
+    """One metric's verdicts, on the test total and on the lines that matter."""
+
+    def __init__(self, name: str, rule: NoiseRule) -> None:
+        self.name, self.metric = name, METRICS[name]
+        self.tolerance = rule.tolerance_for(name)
+        self.floor = rule.floor(name)
+        self.line_share = rule.line_share
+
+    def value(self, entry: LineEntry | TestEntry | None) -> float:
+        return 0.0 if entry is None else entry.metrics.get(self.name, 0.0)
+
+    def regressed(self, before: float, after: float) -> bool:
+        return after > before * (1 + self.tolerance) and after - before > self.floor
+
+    def versus(self, before: float, after: float) -> str:
+        fmt = self.metric.format
+        change = f"{(after / before - 1) * 100:+.0f}%" if before > 0 else "from 0"
+        return f"{fmt(after)} vs baseline {fmt(before)} ({change}"
+
+    def test(
+        self,
+        baseline: TestEntry,
+        current: TestEntry,
+        pairs: list[tuple[LineEntry, LineEntry]],
+        new: list[LineEntry],
+    ) -> list[Finding]:
+        label, fmt = self.metric.label, self.metric.format
+        before, after = self.value(baseline), self.value(current)
+        if not self.regressed(before, after):
+            floor = f" and +{fmt(self.floor)}" if self.floor > 0 else ""
+            message = (
+                f"{label} {self.versus(before, after)}; fails above "
+                f"+{self.tolerance * 100:.0f}%{floor})"
+            )
+            found = [Finding("ok", self.name, before, after, message)]
+            if self.regressed(after, before):  # as far below the baseline as a regression is above
+                hint = (
+                    "; if the code did not change, the baseline was recorded on a busier machine"
+                    if self.name in CPU_TIMED
+                    else ""
+                )
+                message = (
+                    f"{label} improved: {self.versus(before, after)}); re-save the baseline to "
+                    f"keep the gain{hint} (not failed)"
+                )
+                found.append(Finding("improved", self.name, before, after, message))
+            return found
+        message = (
+            f"{label} regressed: {self.versus(before, after)}, "
+            f"allowed +{self.tolerance * 100:.0f}%)"
+        )
+        grown = [(self.value(c) - self.value(b), b, c) for b, c in pairs]
+        grown += [(self.value(c), None, c) for c in new]
+        if grown:
+            delta, b, c = max(grown, key=lambda g: g[0])
+            if delta > 0:
+                was = fmt(self.value(b)) if b is not None else "new line"
+                message += f"; most growth at {_where(c)}: {was} -> {fmt(self.value(c))}"
+        return [Finding("regression", self.name, before, after, message)]
+
+    def lines(
+        self,
+        baseline: TestEntry,
+        current: TestEntry,
+        pairs: list[tuple[LineEntry, LineEntry]],
+        new: list[LineEntry],
+        vanished: list[LineEntry],
+    ) -> list[Finding]:
+        label, fmt, share = self.metric.label, self.metric.format, self.line_share
+        total, base_total = self.value(current), self.value(baseline)
+        findings = []
+        for b, c in pairs:
+            before, after = self.value(b), self.value(c)
+            if after >= share * total and self.regressed(before, after):
+                message = (
+                    f"{label} regressed at {_where(c)} `{c.text}`: {self.versus(before, after)}, "
+                    f"allowed +{self.tolerance * 100:.0f}%)"
+                )
+                findings.append(Finding("regression", self.name, before, after, message, _where(c)))
+        for c in new:
+            value = self.value(c)
+            if value >= share * total and value > self.floor:
+                message = (
+                    f"new line {_where(c)} `{c.text}`: {label} {fmt(value)} "
+                    "(not in the baseline; not failed)"
+                )
+                findings.append(Finding("new_line", self.name, None, value, message, _where(c)))
+        for b in vanished:
+            value = self.value(b)
+            if value >= share * base_total and value > self.floor:
+                message = (
+                    f"vanished line {_where(b)} `{b.text}` (baseline line number): {label} "
+                    f"{fmt(value)} in the baseline, not seen now (not failed)"
+                )
+                findings.append(
+                    Finding("vanished_line", self.name, value, None, message, _where(b))
+                )
+        return findings

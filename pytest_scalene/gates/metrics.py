@@ -1,0 +1,237 @@
+"""The metrics that budgets and baselines judge, in one table: how each is read from a
+TestProfile/LineStats, its unit, and which profiler must be on to measure it.
+
+A new metric plugs in by adding one `Metric` here: the marker keyword, the baseline files, the
+regression verdicts, the JUnit properties and the Markdown summary all follow this table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core.model import LineKey, LineStats, TestProfile
+from ..core.natural_values import float_or_none
+
+
+def _extra(name: str) -> Callable[[LineStats | TestProfile], float | None]:
+    def read(stats: LineStats | TestProfile) -> float | None:
+        return float_or_none(stats.extra.get(name))
+
+    return read
+
+
+def _memory_measured(profile: TestProfile) -> bool:
+    # The memory profiler writes the test's peak whenever it ran (0.0 for a test that allocated
+    # nothing), so its absence means memory was not profiled for this test.
+    return _extra("peak_mb")(profile) is not None
+
+
+def _cpu_s(profile: TestProfile) -> float | None:
+    return None if profile.extra.get("cpu_sampling_skipped") else profile.cpu_s
+
+
+def _python_fraction(profile: TestProfile) -> float | None:
+    if profile.extra.get("cpu_sampling_skipped"):
+        return None
+    return profile.cpu_python_s / profile.cpu_s if profile.cpu_s > 0 else 0.0
+
+
+def _sum_of_lines(name: str) -> Callable[[TestProfile], float | None]:
+    """A test total the memory profiler may not write itself: the sum over its lines."""
+
+    def read(profile: TestProfile) -> float | None:
+        total = _extra(name)(profile)
+        if total is not None or not _memory_measured(profile):
+            return total
+        return sum(_extra(name)(s) or 0.0 for s in profile.lines.values())
+
+    return read
+
+
+def _copy_rate(profile: TestProfile) -> float | None:
+    """MB copied per second of the test. A line's rate is its MB copied over its CPU time (or
+    over the test's time when it has no CPU sample: memory_sampler), so the MB are summed back
+    from the line rates when the memory profiler writes no test-level rate."""
+    total = _extra("copy_mb_s")(profile)
+    if total is not None or not _memory_measured(profile):
+        return total
+    elapsed = profile.elapsed_s
+    if elapsed <= 0:
+        return 0.0
+    copied = sum(
+        (_extra("copy_mb_s")(s) or 0.0) * (s.cpu_s if s.cpu_s > 0 else elapsed)
+        for s in profile.lines.values()
+    )
+    return copied / elapsed
+
+
+def _leak_count(profile: TestProfile) -> float | None:
+    leaks = profile.extra.get("leaks")
+    return float(len(leaks)) if isinstance(leaks, list) else None
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # marker keyword and JSON key
+    label: str  # as messages name it
+    unit: str  # "s", "MB", "MB/s", "" (a fraction), "leaks" or "instructions"
+    source: str  # what measures it: "cpu", "memory", "gpu" or "instructions" (callgrind)
+    of_test: Callable[[TestProfile], float | None]  # None: not measured in this test
+    of_line: Callable[[LineStats], float | None]
+    line_unit: str | None = None  # the unit of of_line when it differs (python_fraction)
+    compared: bool = True  # kept in baselines and judged by --profile-compare
+    size: bool = False  # the marker also takes strings such as "200 MB"
+
+    def format(self, value: float, unit: str | None = None) -> str:
+        unit = self.unit if unit is None else unit
+        if unit == "s":
+            return f"{value:.2f} s"
+        if unit in ("MB", "MB/s"):
+            return f"{value:.1f} {unit}"
+        if unit == "leaks":
+            return f"{value:.0f}"
+        if unit == "instructions":
+            return f"{value / 1e6:,.3f} M"
+        if unit:
+            return f"{value:.2f} {unit}"
+        return f"{value:.2f}"
+
+    def format_limit(self, value: float) -> str:
+        if self.unit == "instructions":
+            return self.format(value)
+        return f"{value:g} {self.unit}" if self.unit not in ("", "leaks") else f"{value:g}"
+
+    def format_line(self, value: float) -> str:
+        return self.format(value, self.line_unit)
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("cpu_s", "CPU time", "s", "cpu", _cpu_s, lambda s: s.cpu_s),
+        Metric(
+            "python_fraction",
+            "Python share of CPU time",
+            "",
+            "cpu",
+            _python_fraction,
+            lambda s: s.cpu_python_s,
+            line_unit="s in Python",
+            compared=False,  # a ratio, not a cost: budgets only
+        ),
+        Metric(
+            "peak_mb",
+            "peak memory",
+            "MB",
+            "memory",
+            _extra("peak_mb"),
+            _extra("peak_mb"),
+            size=True,
+        ),
+        Metric(
+            "alloc_mb",
+            "memory allocated",
+            "MB",
+            "memory",
+            _sum_of_lines("alloc_mb"),
+            _extra("alloc_mb"),
+            size=True,
+        ),
+        # Resident growth (RSS): what the allocations cost in RAM (untouched pages cost none).
+        # Judged on the test's total only: a line's share depends on where CPU samples land.
+        Metric(
+            "rss_mb",
+            "resident memory growth",
+            "MB",
+            "memory",
+            _extra("rss_mb"),
+            lambda s: None,
+            size=True,
+        ),
+        # Copy volume is judged on the MB copied, which the shim counts and which repeat exactly;
+        # the rate moves with the machine's speed and load: a budget for those who ask for it.
+        Metric(
+            "copy_mb",
+            "copy volume",
+            "MB",
+            "memory",
+            _sum_of_lines("copy_mb"),
+            _extra("copy_mb"),
+            size=True,
+        ),
+        Metric(
+            "copy_mb_s",
+            "copy rate",
+            "MB/s",
+            "memory",
+            _copy_rate,
+            _extra("copy_mb_s"),
+            size=True,
+            compared=False,  # timed: budgets only
+        ),
+        Metric(
+            "gpu_peak_mb",
+            "GPU peak memory",
+            "MB",
+            "gpu",
+            _extra("gpu_peak_mb"),
+            _extra("gpu_peak_mb"),
+            size=True,
+        ),
+        # Counted under callgrind (instructions/): repeats to 1e-5, so it can judge a 1 ms test.
+        Metric(
+            "instructions",
+            "instructions",
+            "instructions",
+            "instructions",
+            _extra("instructions"),
+            lambda s: None,  # per Python function instead: comparison.function_findings
+        ),
+        Metric(
+            "leaks",
+            "leaks",
+            "leaks",
+            "memory",
+            _leak_count,
+            _extra("leak_probability"),
+            line_unit="",
+            compared=False,
+        ),
+    )
+}
+COMPARED = tuple(m for m in METRICS.values() if m.compared)
+
+
+def top_line(profile: TestProfile, metric: Metric) -> tuple[LineKey, float] | None:
+    """The line most responsible for `metric`: the one with the largest line value."""
+    best: tuple[LineKey, float] | None = None
+    for key in sorted(profile.lines):
+        value = metric.of_line(profile.lines[key])
+        if value is not None and value > 0 and (best is None or value > best[1]):
+            best = (key, value)
+    return best
+
+
+def where(key: LineKey) -> str:
+    return f"{key.file}:{key.line} {key.function}"
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Why a profiler's figures may be missing in this run, for "cannot be checked" messages."""
+
+    memory: str = "the memory profiler recorded no figures for this test"
+    gpu: str = "no GPU figures were recorded for this test (see the profile's notes)"
+
+
+def missing_reason(metric: Metric, profile: TestProfile, why: Availability) -> str:
+    if metric.source == "cpu":
+        skipped = profile.extra.get("cpu_sampling_skipped") or "no samples"
+        return f"CPU sampling was skipped for this test ({skipped})"
+    if metric.source == "gpu":
+        return f"GPU profiling is off ({why.gpu})"
+    if metric.source == "instructions":
+        missing = profile.extra.get("instructions_missing") or "the test was not counted"
+        return f"no instruction count ({missing})"
+    return f"memory profiling is off ({why.memory})"

@@ -1,0 +1,162 @@
+"""`--profile-repeat N` (or a duration such as `10s`): the call phase runs N times (or until the
+runs have lasted that long), each run profiled on its own, and the test keeps one profile
+combining them, to damp noise. Baselines and comparisons combine the same way, so that both sides
+of a comparison measure alike (docs/baselines.md, "Which run each figure comes from"):
+- CPU figures (the test's and every line's) come from the fastest run after the first, the one
+  with the least CPU time. The first run is a warm-up: it faults in fresh pages and fills caches,
+  and later runs reuse them. Interference from other processes only ever adds CPU time, so the
+  fastest run is the one nearest to the code's own cost: on our shared 2-core VM the fastest of 3
+  runs varied by -7%/+29% around its median where single runs varied by -13%/+50%.
+- Every other figure (memory, copy volume and rate, leaks, GPU, timelines, the wall time) comes
+  from the first run. These are counted, not timed, and the first run is the one a test with a
+  single run has too: a repeat never changes them, and a baseline saved with N runs compares
+  with a run of M.
+
+The test function is called again through `item.runtest()` with the fixture values of the first
+call: setup and teardown run once. A repeat never changes the test's outcome: a run that fails or
+skips (a test that is not idempotent) ends the repeats, its profile is dropped, and the test is
+judged on the runs before it, with a "not repeatable" note (NOT_REPEATABLE_KEY).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ..core.model import LineStats, TestProfile
+from ..sampling.profiler import Profiler
+
+_CPU_FIELDS = ("cpu_python_s", "cpu_native_s", "cpu_system_s", "samples")
+SKIPPED = "cpu_sampling_skipped"
+CPU_RUNS_KEY = "cpu_runs"  # TestProfile.extra: the CPU seconds of each timed run
+CPU_RUNS_SPAN_KEY = "cpu_runs_span_s"  # and the wall seconds those runs added up to
+
+
+def _counted_extra(first: LineStats | None, other: LineStats) -> dict[str, Any]:
+    """A line's non-CPU figures: the first run's, or zeros where the first run had no such line."""
+    if first is not None:
+        return dict(first.extra)
+    return {k: 0.0 for k, v in other.extra.items() if isinstance(v, (int, float))}
+
+
+def combine_runs(runs: list[TestProfile], warmup: bool = True) -> TestProfile:
+    """One profile for `runs` of the same test (module doc). `warmup`: runs[0] is the test's
+    first run, left out of the CPU figures; False when runs[0] already combines earlier runs."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    fastest = min(runs[1:] if warmup else runs, key=lambda p: p.cpu_s)
+    merged = TestProfile(
+        first.nodeid,
+        outcome=runs[-1].outcome,
+        elapsed_s=first.elapsed_s,
+        cpu_python_s=fastest.cpu_python_s,
+        cpu_native_s=fastest.cpu_native_s,
+        cpu_system_s=fastest.cpu_system_s,
+        extra=dict(first.extra),
+    )
+    merged.extra.pop(SKIPPED, None)  # CPU sampling skipped goes with the CPU figures
+    if SKIPPED in fastest.extra:
+        merged.extra[SKIPPED] = fastest.extra[SKIPPED]
+    for key in sorted(first.lines.keys() | fastest.lines.keys()):
+        counted, cpu = first.lines.get(key), fastest.lines.get(key) or LineStats()
+        seen = counted or cpu  # the line as one of the two runs saw it
+        merged.lines[key] = LineStats(
+            seen.function_line,
+            **{name: getattr(cpu, name) for name in _CPU_FIELDS},
+            extra=_counted_extra(counted, cpu),
+        )
+    merged.extra["repeat"] = len(runs)
+    # Every timed run's CPU time, for the baseline's distribution (baseline_entry.cpu_distribution)
+    earlier = [] if warmup else first.extra.get(CPU_RUNS_KEY, [first.cpu_s])
+    merged.extra[CPU_RUNS_KEY] = [*earlier, *(round(r.cpu_s, 6) for r in runs[1:])]
+    span = 0.0 if warmup else first.extra.get(CPU_RUNS_SPAN_KEY, first.elapsed_s)
+    merged.extra[CPU_RUNS_SPAN_KEY] = round(span + sum(r.elapsed_s for r in runs[1:]), 6)
+    return merged
+
+
+MAX_RUNS = 1000  # with a duration: a test of next to no time stops here
+# Pauses before each confirmation of a CPU regression (against a baseline or the history): with
+# the runs, the rounds span ~10 s, longer than the slowest CPU phase seen on the development VM
+# (6.5 s; docs/baselines.md).
+CONFIRM_PAUSES_S = (0.5, 1.0, 2.0, 4.0)
+NOT_REPEATABLE_KEY = "not_repeatable"  # in TestProfile.extra: why the repeats stopped early
+
+
+def rerun_of(item: pytest.Item) -> Callable[[], None]:
+    """`item.runtest` for a repeat, raising what a unittest TestCase records instead of raising
+    (a skip, a failure): pytest reports such records at the next phase, so a repeat's record
+    left there would count the test twice (a skipped test as two skips)."""
+
+    def call() -> None:
+        records = getattr(item, "_excinfo", None) or []
+        before = len(records)
+        item.runtest()
+        records = getattr(item, "_excinfo", None) or []
+        if len(records) > before:
+            new = records[before:]
+            del records[before:]
+            raise new[0].value
+
+    return call
+
+
+def first_run_recorded_outcome(item: pytest.Item) -> bool:
+    """A unittest TestCase that skipped or failed records it instead of raising: no repeats."""
+    return bool(getattr(item, "_excinfo", None))
+
+
+def _what_happened(exc: BaseException) -> str:
+    if isinstance(exc, pytest.skip.Exception):
+        return "was skipped"
+    text = str(exc).strip().splitlines()
+    return f"failed ({type(exc).__name__}{': ' + text[0][:80] if text else ''})"
+
+
+def run_again(
+    profiler: Profiler,
+    nodeid: str,
+    times: int,
+    call: Callable[[], object],
+    until_s: float = 0.0,
+    warmup: bool = True,
+) -> str | None:
+    """Run `call` `times` more times, then more while the wall times of all runs add up to less
+    than `until_s` (at most MAX_RUNS runs), each profiled apart, and replace the test's profile
+    (already in the session: the first run's when `warmup`) with the combination of all runs.
+    A run that raises (fails, skips) ends the repeats without changing the test's outcome: its
+    profile is dropped and the others combined, the profile noting it under NOT_REPEATABLE_KEY;
+    the note is returned (None when every run passed). An interrupt (Ctrl-C, pytest.exit)
+    propagates."""
+    tests = profiler.session.tests
+    runs = [tests.pop(nodeid)]
+    note = runs[0].extra.get(NOT_REPEATABLE_KEY)
+
+    def wanted() -> bool:
+        if len(runs) <= times:
+            return True
+        return sum(r.elapsed_s for r in runs) < until_s and len(runs) < MAX_RUNS
+
+    try:
+        while note is None and wanted():
+            try:
+                with profiler.profiling(nodeid):
+                    call()
+            except (KeyboardInterrupt, pytest.exit.Exception):
+                tests.pop(nodeid, None)
+                raise
+            except BaseException as exc:  # the test's outcome is its first run's
+                tests.pop(nodeid, None)
+                first = "its first run" if len(runs) == 1 else f"its first {len(runs)} runs"
+                note = (
+                    f"not repeatable: run {len(runs) + 1} {_what_happened(exc)}; judged on {first}"
+                )
+                break
+            runs.append(tests.pop(nodeid))
+    finally:
+        combined = tests[nodeid] = combine_runs(runs, warmup)
+        if note is not None:
+            combined.extra[NOT_REPEATABLE_KEY] = note
+    return note

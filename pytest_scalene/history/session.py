@@ -1,0 +1,142 @@
+"""The history in a pytest session, as plain methods that plugin.py's hooks call: record each
+run at the end of the session (on the xdist controller only, in one transaction), and with
+--profile-history-compare judge each test against its recent runs on this machine, after the
+gates have written their verdicts.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from ..config.history_options import HistoryOptions
+from ..core import runenv
+from ..gates.comparison import CPU_TIMED, NoiseRule
+from ..gates.repeat import CONFIRM_PAUSES_S, run_again
+from ..sampling.profiler import Profiler
+from . import record as records
+from .connect import open_store
+from .judge import judge
+from .schema import options_key
+from .store import HistoryError
+from .urls import describe
+
+HISTORY_KEY = "history"  # TestProfile.extra: how the test was judged against history
+NOT_RECORDED = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+
+
+def figure_options(config: pytest.Config, profiler: Profiler) -> dict[str, Any]:
+    """The options that change the figures: runs are compared only when these are equal."""
+    opts = profiler.options
+    return {
+        "interval_s": opts.interval_s,
+        "clock": opts.clock,
+        "memory": opts.memory,
+        "memory_threshold": opts.memory_threshold,
+        "subprocesses": opts.subprocesses,
+        "include": sorted(opts.include),
+        "exclude": sorted(opts.exclude),
+        "repeat": str(config.getoption("--profile-repeat")),
+    }
+
+
+class History:
+    def __init__(self, config: pytest.Config, profiler: Profiler, options: HistoryOptions) -> None:
+        self.config = config
+        self.profiler = profiler
+        self.options = options
+        self.started_at = time.time()
+        self.recent: dict[str, list[dict[str, Any]]] = {}
+        self.summary: list[str] = []
+        self.worker = runenv.is_xdist_worker(config)
+        self.machine = records.fingerprint(records.machine_info())
+
+    def start(self) -> None:
+        """Open the store now: a bad URL or a foreign database stops the run before any test."""
+        if self.worker and not self.options.compare:
+            return  # the controller checked it and alone records
+        try:
+            with open_store(self.options.url) as store:
+                if not self.worker:
+                    store.ensure_schema()
+                if self.options.compare:
+                    key = options_key(figure_options(self.config, self.profiler))
+                    self.recent = store.recent(self.machine, key, self.options.window)
+        except HistoryError as exc:
+            raise pytest.UsageError(f"--profile-history: {exc}") from None
+
+    # -- judging -------------------------------------------------------------------------------
+    def _verdicts(self, nodeid: str) -> tuple[list[Any], list[str]]:
+        profile = self.profiler.session.tests[nodeid]
+        options = self.profiler.options
+        rule = NoiseRule.for_run(None, options.interval_s, options.memory_threshold)
+        current = records.test_record(profile).metrics
+        return judge(current, self.recent.get(nodeid, []), rule)
+
+    def after_call(self, item: pytest.Item) -> None:
+        if self.options.compare and item.nodeid in self.profiler.session.tests:
+            # The same confirmation as against a baseline: a CPU regression must survive more
+            # runs after pauses, the fastest run being judged (comparison.py, the noise rule).
+            for pause in CONFIRM_PAUSES_S:
+                found, _ = self._verdicts(item.nodeid)
+                if not any(v.metric in CPU_TIMED and not v.passed for v in found):
+                    break
+                time.sleep(pause)
+                run_again(self.profiler, item.nodeid, 1, item.runtest, warmup=False)
+
+    def judge(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """The call phase's report: add the history's verdicts; fail the report on one."""
+        profile = self.profiler.session.tests.get(item.nodeid)
+        if not self.options.compare or report.when != "call" or profile is None:
+            return
+        if not report.passed:
+            return  # a failing test is not judged, as against a baseline
+        found, notes = self._verdicts(item.nodeid)
+        profile.extra[HISTORY_KEY] = {
+            "runs": max((v.runs for v in found), default=len(self.recent.get(item.nodeid, []))),
+            "machine": self.machine,
+            "notes": notes,
+        }
+        profile.verdicts += [v.verdict() for v in found]
+        failed = [v.message for v in found if not v.passed]
+        if failed:
+            report.outcome = "failed"
+            report.longrepr = "\n".join(failed)
+            profile.outcome = "failed"
+
+    # -- recording -----------------------------------------------------------------------------
+    def record(self, session: pytest.Session) -> None:
+        if self.worker or not self.profiler.session.tests:
+            return
+        if session.exitstatus in NOT_RECORDED:
+            self.summary.append(f"history: run not recorded (exit status {session.exitstatus!r})")
+            return
+        options = figure_options(self.config, self.profiler)
+        run = records.run_record(
+            self.profiler.session, str(self.config.rootpath), options, self.started_at
+        )
+        try:
+            with open_store(self.options.url) as store:
+                run_id = store.record(run)
+        except HistoryError as exc:
+            self.summary.append(f"ERROR --profile-history: run not recorded: {exc}")
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            return
+        commit = (run.commit or "no commit")[:10] + (" (dirty)" if run.dirty else "")
+        self.summary.append(
+            f"history: run {run_id} recorded in {describe(self.options.url or '')}: "
+            f"{len(run.tests)} tests, {commit}, machine {run.machine}"
+        )
+
+    def write_summary(self, terminalreporter: Any) -> None:
+        lines = list(self.summary)
+        for nodeid, profile in self.profiler.session.tests.items():
+            history = profile.extra.get(HISTORY_KEY)
+            if isinstance(history, dict):
+                lines += [f"{nodeid}: {note}" for note in history.get("notes", [])]
+        if lines:
+            terminalreporter.write_sep("-", "pytest-scalene history")
+            for line in lines:
+                terminalreporter.write_line(line, red=line.startswith("ERROR"))

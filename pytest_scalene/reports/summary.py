@@ -1,0 +1,174 @@
+"""The default end-of-session terminal report: one screen for a suite of any size.
+
+Totals; how many tests were too short to measure; the costliest tests and lines of the whole
+suite by CPU and by memory; every failed budget and regression with its line; the tests a repeat
+could not run again. Per test details (terminal_report.render) come with -v or
+--profile-details; the JSON and HTML reports hold everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.model import SessionProfile, TestProfile
+from ..core.verdict import REGRESSION
+from ..gates.repeat import NOT_REPEATABLE_KEY
+from .terminal import INDENT, WIDTH, _num, _source, _summary, _test_peak, _verdict_text, _wrap, fit
+
+TOP = 5  # tests and lines in each ranking
+MAX_LISTED = 10  # not-repeatable tests named before "and N more"
+MIN_SHOWN = 0.005  # a test ranked under 0.005 s or MB would read as 0.00
+
+
+@dataclass
+class _SuiteLine:
+    file: str
+    line: int
+    cpu_s: float = 0.0
+    peak_mb: float = 0.0
+    alloc_mb: float = 0.0
+    tests: int = 0
+
+
+def _suite_lines(tests: list[TestProfile]) -> list[_SuiteLine]:
+    """Every profiled source line, its figures added up over the tests (peak: the highest)."""
+    found: dict[tuple[str, int], _SuiteLine] = {}
+    for profile in tests:
+        for key, stats in profile.lines.items():
+            entry = found.setdefault((key.file, key.line), _SuiteLine(key.file, key.line))
+            entry.cpu_s += stats.cpu_s
+            entry.peak_mb = max(entry.peak_mb, _num(stats.extra.get("peak_mb")))
+            entry.alloc_mb += _num(stats.extra.get("alloc_mb"))
+            entry.tests += 1
+    return list(found.values())
+
+
+def _ranked(title: str, rows: list[str]) -> list[str]:
+    return [title, *rows] if rows else []
+
+
+def _top_tests(tests: list[TestProfile], width: int) -> list[str]:
+    by_cpu = sorted((t for t in tests if t.cpu_s >= MIN_SHOWN), key=lambda t: -t.cpu_s)[:TOP]
+    out = _ranked(
+        "Top tests by CPU:",
+        [fit(f"{INDENT}{t.cpu_s:8.2f} s   {t.nodeid}", width, keep_end=True) for t in by_cpu],
+    )
+    peaks = sorted(((_test_peak(t), t) for t in tests), key=lambda pt: -pt[0])
+    out += _ranked(
+        "Top tests by peak memory:",
+        [
+            fit(f"{INDENT}{peak:7.1f} MB   {t.nodeid}", width, keep_end=True)
+            for peak, t in peaks[:TOP]
+            if peak >= MIN_SHOWN
+        ],
+    )
+    gpu = sorted(((_num(t.extra.get("gpu_peak_mb")), t) for t in tests), key=lambda pt: -pt[0])
+    out += _ranked(
+        "Top tests by GPU memory:",
+        [
+            fit(f"{INDENT}{peak:7.0f} MB   {t.nodeid}", width, keep_end=True)
+            for peak, t in gpu[:TOP]
+            if peak >= MIN_SHOWN
+        ],
+    )
+    return out
+
+
+def _line_row(entry: _SuiteLine, figure: str, rootdir: str, width: int) -> str:
+    where = f"{entry.file}:{entry.line}"
+    source = (_source(rootdir, entry.file, entry.line) or "").strip()
+    tests = f" ({entry.tests} tests)" if entry.tests > 1 else ""
+    return fit(f"{INDENT}{figure}   {where}{tests}  {source}", width)
+
+
+def _top_lines(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
+    lines = _suite_lines(tests)
+    total_cpu = sum(t.cpu_s for t in tests) or 1.0
+
+    def top(key: Callable[[_SuiteLine], float]) -> list[_SuiteLine]:
+        return sorted((e for e in lines if key(e) > 0), key=lambda e: (-key(e), e.file, e.line))[
+            :TOP
+        ]
+
+    out = _ranked(
+        "Top lines by CPU (all tests):",
+        [
+            _line_row(e, f"{e.cpu_s:8.2f} s {100 * e.cpu_s / total_cpu:3.0f}%", rootdir, width)
+            for e in top(lambda e: e.cpu_s)
+        ],
+    )
+    out += _ranked(
+        "Top lines by memory (highest peak; allocated, all tests):",
+        [
+            _line_row(e, f"{e.peak_mb:7.1f} MB {e.alloc_mb:7.1f} MB", rootdir, width)
+            for e in top(lambda e: max(e.peak_mb, e.alloc_mb))
+        ],
+    )
+    return out
+
+
+def _failed_gates(tests: list[TestProfile], width: int) -> list[str]:
+    out: list[str] = []
+    for profile in tests:
+        for verdict in profile.verdicts:
+            if verdict.failed:
+                label = "regressed" if verdict.kind == REGRESSION else "budget FAIL"
+                out += [fit(f"{INDENT}{profile.nodeid}", width, keep_end=True)]
+                out += _wrap(f"{label}: {_verdict_text(verdict)}", width, INDENT * 2, INDENT * 3)
+    return _ranked("Failed gates:", out)
+
+
+def _not_repeatable(tests: list[TestProfile], width: int) -> list[str]:
+    found = [
+        (t.nodeid, str(t.extra[NOT_REPEATABLE_KEY])) for t in tests if NOT_REPEATABLE_KEY in t.extra
+    ]
+    if not found:
+        return []
+    rows: list[str] = []
+    for nodeid, note in found[:MAX_LISTED]:
+        rows += _wrap(f"{nodeid}: {note}", width, INDENT, INDENT * 3)
+    if len(found) > MAX_LISTED:
+        rows.append(f"{INDENT}and {len(found) - MAX_LISTED} more (--profile-json lists them all)")
+    title = f"{len(found)} test(s) not repeatable (their outcome is their first run's):"
+    return _ranked(title, rows)
+
+
+def wants_details(config: Any) -> bool:
+    """The per test report (-v or --profile-details) instead of the suite's summary."""
+    return bool(config.getoption("--profile-details")) or config.get_verbosity() > 0
+
+
+def too_short(tests: list[TestProfile]) -> int:
+    """Tests in which no sample landed on profiled code: they ran under one interval."""
+    return sum(1 for t in tests if not any(s.samples for s in t.lines.values()))
+
+
+def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) -> str:
+    tests = list(session.tests.values())
+    blocks = [_summary(tests, width)]
+    short = too_short(tests)
+    if short:
+        blocks.append(
+            _wrap(
+                f"{short} of {len(tests)} tests ran under one sampling interval"
+                f" ({session.interval_s:g} s): too short to measure (no sample landed in them).",
+                width,
+                "",
+                INDENT,
+            )
+        )
+    blocks += [
+        _top_tests(tests, width),
+        _top_lines(tests, rootdir, width),
+        _failed_gates(tests, width),
+        _not_repeatable(tests, width),
+    ]
+    tail = [
+        "Per test details: -v or --profile-details; all figures: --profile-json, --profile-html."
+    ]
+    for note in session.notes:
+        tail += _wrap(note, width, "note: ", INDENT * 3)
+    blocks.append(tail)
+    return "\n\n".join("\n".join(b) for b in blocks if b)

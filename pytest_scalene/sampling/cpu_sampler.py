@@ -1,0 +1,328 @@
+"""The CPU sampler: a timer signal every `interval_s` splits time into Python, native and system.
+
+Per signal, each thread is charged the CPU time it used since the last signal (its own thread
+CPU clock, so a blocked thread is never charged). The system part is the process's system share
+of that interval (getrusage). The rest is split into Python and native:
+- main thread: signal-delay inference. CPython runs the handler only between bytecodes, so the
+  time from the timer's expiry to the handler was spent where no bytecode ran: native code. The
+  expiry time is known from the timer's schedule (getitimer at the previous handler's exit), so
+  the delay is measured, not assumed. The stretch before the expiry is credited to Python in
+  proportion to the two ends that were observed: the previous handler and this one, each either
+  prompt (Python was running) or delayed (native was running). A pure-Python loop is all Python,
+  back-to-back native calls are all native, and a single switch in between is split evenly,
+  which is unbiased when switches fall uniformly.
+- other threads: `dis` on their current instruction: on a CALL means native, otherwise Python.
+- CPU time of threads Python does not know (BLAS and OpenMP pools) or that ended during the
+  interval is the process's CPU time minus the threads' sum: native, charged to the main thread.
+The handler's own CPU time is excluded: the main thread's clock is read again when it returns.
+The handler never nests: while it waits for the GIL, the next signal may already be pending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+# Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
+from sys import _current_frames, _getframe
+from time import perf_counter  # bound now: a test may delete time.perf_counter
+from types import FrameType
+from typing import Protocol
+
+from ..core.model import LineKey, TestProfile
+from .call_sites import on_call
+from .scope import CodeScope
+from .timers import SamplingTimer, choose
+from .timers import _getsignal as _real_getsignal
+from .timers import _signal as _real_signal
+
+_siginterrupt = signal.siginterrupt
+
+CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_REAL, signal.SIGALRM)}
+# A handler later than this fraction of an interval after its timer expired was held back by
+# native code. CPU-time timers are checked on the scheduler tick, so even while bytecode runs a
+# signal can arrive up to one tick (1-10 ms by kernel, 4 ms measured here) late; wall timers are
+# late whenever the machine is busy. Half an interval clears both at the default 10 ms interval;
+# native calls shorter than that count as Python (documented in docs/cpu.md).
+PROMPT_FRACTION = 0.5
+
+
+class SampleListener(Protocol):
+    """Told of every CPU sample, e.g. to read GPU counters on the sampler's schedule."""
+
+    def on_cpu_sample(
+        self, profile: TestProfile, frame: FrameType | None, key: LineKey | None, cpu_s: float
+    ) -> None:
+        """`frame`: the main thread's frame; `key`: its profiled line (None outside profiled
+        code); `cpu_s`: the CPU time charged to the main thread for this sample."""
+
+
+class SignalBusy(RuntimeError):
+    """The timer signal or the interval timer is already in use by the code under test."""
+
+
+def _thread_cpu(ident: int) -> float | None:
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (OSError, OverflowError):
+        return None
+
+
+class CpuSampler:
+    def __init__(
+        self,
+        scope: CodeScope,
+        interval_s: float = 0.01,
+        clock: str = "cpu",
+        listeners: Sequence[SampleListener] = (),
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.scope = scope
+        self.interval_s = interval_s
+        self.clock = clock
+        self.timer, self.signum = CLOCKS[clock]
+        self.listeners = list(listeners)
+        self.on_error = on_error
+        self._profile: TestProfile | None = None
+        self._previous_handler: object = None
+        self._main_ident = threading.main_thread().ident
+        self._thread_clock: dict[int, float] = {}
+        self._user = self._system = self._wall = self._timer_clock = 0.0
+        self._until_expiry = 0.0  # timer-clock seconds from the last handler's exit to expiry
+        self._was_prompt = True
+        self._in_handler = False
+        self._sampling_timer: SamplingTimer | None = None
+        self.fallback_reason: str | None = None  # why the usual signal was not used
+        self._holds_signal = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, profile: TestProfile) -> None:
+        """Start sampling into `profile`. When the usual signal or timer is taken, a POSIX timer
+        on a free real-time signal is used (sampling_timers); SignalBusy when neither works."""
+        try:
+            timer, self.fallback_reason = choose(self.clock, self.timer, self.signum)
+        except RuntimeError as exc:
+            raise SignalBusy(str(exc)) from None
+        self._sampling_timer = timer
+        self.signum = timer.signum
+        self._prompt_s = PROMPT_FRACTION * self.interval_s
+        self._profile = profile
+        self._previous_handler = _real_signal(self.signum, self._on_signal)
+        # Python installs handlers without SA_RESTART: a tick would make a blocking C call
+        # (read() on a pipe) fail with EINTR where it does not unprofiled.
+        _siginterrupt(self.signum, False)
+        self._holds_signal = True
+        try:
+            timer.arm(self.interval_s)
+        except OSError as exc:
+            self._profile = None
+            self._release()
+            raise SignalBusy(f"the sampler's timer failed: {exc}") from None
+        self._reset_clocks()
+
+    @property
+    def itimer(self) -> int | None:
+        """The setitimer timer in use while sampling (None: a POSIX timer, or not sampling)."""
+        timer = self._sampling_timer
+        return timer.itimer if timer is not None and self._profile is not None else None
+
+    @property
+    def active(self) -> bool:
+        return self._profile is not None
+
+    @property
+    def previous_handler(self) -> object:
+        """What held the signal before the sampler: what the test would see without it."""
+        return self._previous_handler
+
+    def step_aside(self, reason: str, frame: FrameType | None) -> None:
+        """The code under test claims the sampler's signal or timer: stop sampling for the rest
+        of the test and give the signal back as it was, before the test's own call goes on.
+        `frame`: the caller's, charged with the last partial interval."""
+        if self._profile is None:
+            return
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self.stop(frame)
+                return
+            except Exception:  # giving the signal back matters more than the last interval
+                pass
+        self._profile = None
+        self._release()
+
+    def abandon(self) -> None:
+        """In a fork() child: never sample, give the signal back; the child's own timers were
+        not inherited. Nothing is charged: the profile is a copy the child does not report.
+        The timer is dropped untouched: it was not inherited either (setitimer and timer_create
+        timers never are), and disarming by its settings could stop a child agent's new one."""
+        self._profile = None
+        self._sampling_timer = None
+        self._give_signal_back()
+
+    def stop(self, frame: FrameType | None = None) -> None:
+        """Stop the timer and give back the signal; the partial last interval is charged."""
+        if self._profile is None:
+            self._release()  # after an error, step_aside from another thread, or abandon()
+            return
+        if self._sampling_timer is not None:
+            self._sampling_timer.disarm()
+        self._in_handler = True  # a tick already pending must not sample a second time
+        try:
+            self._sample(frame or _getframe(1))
+        finally:
+            self._in_handler = False
+            self._profile = None
+            self._release()
+            self._thread_clock.clear()
+
+    def _release(self) -> None:
+        timer, self._sampling_timer = self._sampling_timer, None
+        if timer is not None:
+            timer.disarm()
+            timer.close()
+        self._give_signal_back()
+
+    def _give_signal_back(self) -> None:
+        # Only the main thread may set handlers: from another one, stop() does it later.
+        if not self._holds_signal or threading.current_thread() is not threading.main_thread():
+            return
+        self._holds_signal = False
+        if _real_getsignal(self.signum) != self._on_signal:  # the code under test set one
+            return
+        # A tick still pending (the signal blocked in every thread) would otherwise reach the
+        # default action, which for SIGPROF, SIGALRM and real-time signals ends the process.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if self.signum in signal.sigpending():
+                signal.sigtimedwait([self.signum], 0)
+        _real_signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
+
+    def _expiry(self) -> float:
+        timer = self._sampling_timer
+        return timer.until_expiry() if timer is not None else 0.0
+
+    def _timer_now(self) -> float:
+        if self.clock == "cpu":
+            return time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
+        return perf_counter()
+
+    def _reset_clocks(self) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, perf_counter()
+        self._timer_clock = self._timer_now()
+        self._until_expiry = self._expiry()
+        self._thread_clock = {
+            ident: cpu for ident in _current_frames() if (cpu := _thread_cpu(ident)) is not None
+        }
+
+    def _exclude_handler_time(self, main_clock_at_entry: float) -> None:
+        """Move the baselines past the main thread's time in the handler: that is the
+        profiler's cost, not the test's. Other threads' clocks keep their entry readings."""
+        spent = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID) - main_clock_at_entry
+        self._user += spent
+        self._wall = perf_counter()
+        self._timer_clock = self._timer_now()
+        self._until_expiry = self._expiry()
+        self._thread_clock[self._main_ident] = main_clock_at_entry + spent
+
+    # -- the handler -------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._profile is None or self._in_handler:
+            return
+        self._in_handler = True
+        try:
+            self._sample(frame)
+        except Exception as exc:  # the profiler must never break the test
+            self._profile = None
+            self._release()
+            if self.on_error is not None:
+                self.on_error(exc)
+        finally:
+            self._in_handler = False
+
+    def _ordered_frames(self) -> list[tuple[int, FrameType | None]]:
+        # The main thread last, so that it can take the CPU time no other thread accounts for.
+        # The main thread's entry is this very frame: kept, it would make a reference cycle
+        # that keeps the test's frames (and their memory) alive until the next gc; _sample
+        # uses the handler's frame for the main thread instead.
+        frames = _current_frames()
+        has_main = frames.pop(self._main_ident, None) is not None
+        ordered: list[tuple[int, FrameType | None]] = list(frames.items())
+        if has_main:
+            ordered.append((self._main_ident, None))
+        return ordered
+
+    def _main_python_share(self, main_cpu: float) -> float:
+        """The main thread's Python share of the time since the last handler (module doc)."""
+        elapsed = self._timer_now() - self._timer_clock
+        if elapsed <= 0:
+            return 1.0
+        before_expiry = min(elapsed, self._until_expiry)
+        after_expiry = elapsed - before_expiry
+        # On the wall clock, only the part of the delay the main thread spent on a CPU can be
+        # native: on a busy machine it may also have waited for a core.
+        running = min(1.0, main_cpu / elapsed) if self.clock == "wall" else 1.0
+        prompt = after_expiry * running <= self._prompt_s
+        # A prompt handler's small delay is the kernel's delivery latency: bytecode was running.
+        python = before_expiry * (self._was_prompt + prompt) / 2 + after_expiry * prompt
+        self._was_prompt = prompt
+        return python / elapsed
+
+    def _sample(self, main_frame: FrameType | None) -> None:
+        profile = self._profile
+        assert profile is not None
+        main_clock_at_entry = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        elapsed_wall = perf_counter() - self._wall
+        user, system = usage.ru_utime - self._user, usage.ru_stime - self._system
+        system_share = system / (user + system) if user + system > 0 else 0.0
+
+        main_key: tuple[LineKey, int] | None = None
+        main_cpu = 0.0
+        clocks = self._thread_clock
+        readings: dict[int, float] = {}
+        unseen = user + system  # process CPU not yet charged to a known thread
+        for ident, frame in self._ordered_frames():
+            now = _thread_cpu(ident)
+            if now is None:
+                continue
+            readings[ident] = now
+            used = now - clocks.get(ident, now)
+            unseen -= used
+            is_main = ident == self._main_ident
+            if is_main:
+                frame = main_frame
+                used += max(0.0, unseen)  # the main thread sorts last: see _ordered_frames
+            located = self.scope.locate(frame)
+            if is_main:
+                main_key, main_cpu = located, max(0.0, used)
+            if used <= 0 and not (is_main and self.clock == "wall"):
+                continue
+            cpu_system = used * system_share
+            cpu_user = used - cpu_system
+            if is_main:
+                python = cpu_user * self._main_python_share(used)
+                native = cpu_user - python
+            else:
+                native = cpu_user if frame is not None and on_call(frame) else 0.0
+                python = cpu_user - native
+            profile.cpu_python_s += python
+            profile.cpu_native_s += native
+            profile.cpu_system_s += cpu_system
+            if located is not None:
+                stats = profile.line(*located)
+                stats.cpu_python_s += python
+                stats.cpu_native_s += native
+                stats.cpu_system_s += cpu_system
+                stats.samples += 1
+                if is_main and self.clock == "wall":
+                    waited = max(0.0, elapsed_wall - used)
+                    stats.extra["wait_s"] = stats.extra.get("wait_s", 0.0) + waited
+        for listener in self.listeners:
+            listener.on_cpu_sample(profile, main_frame, main_key[0] if main_key else None, main_cpu)
+        self._user, self._system = usage.ru_utime, usage.ru_stime
+        self._thread_clock = readings
+        self._exclude_handler_time(main_clock_at_entry)

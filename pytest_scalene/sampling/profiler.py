@@ -1,0 +1,107 @@
+"""Runs the samplers around one test at a time and collects the results in a SessionProfile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from time import perf_counter  # bound now: a test may patch or delete time.perf_counter
+from typing import Any, Protocol
+
+from ..config.options import ProfileOptions
+from ..core.model import SessionProfile, TestProfile
+from ..core.runenv import MARKER
+from .blocking_patches import BlockingPatches
+from .cpu_sampler import CpuSampler, SampleListener, SignalBusy
+from .scope import CodeScope
+from .signal_guard import SignalGuard
+
+
+class Collector(Protocol):
+    """A metric source (memory, GPU...) started and stopped around each test."""
+
+    def start_test(self, profile: TestProfile) -> None: ...
+
+    def stop_test(self, profile: TestProfile) -> None: ...
+
+
+class Profiler:
+    def __init__(self, options: ProfileOptions, rootdir: str) -> None:
+        self.options = options
+        self.scope = CodeScope(rootdir, options.include, options.exclude)
+        self.session = SessionProfile(interval_s=options.interval_s, clock=options.clock)
+        self.collectors: list[Collector] = []
+        self.listeners: list[SampleListener] = []
+        self._patches = BlockingPatches()
+
+    def wants(self, item: Any) -> bool:
+        """Whether a test is profiled: --profile (or a gate that needs profiles), or a
+        perf_budget marker on the test."""
+        return self.options.enabled or item.get_closest_marker(MARKER) is not None
+
+    def note(self, message: str) -> None:
+        """A one-time remark for the report (why a metric is missing, a conflict...)."""
+        if message not in self.session.notes:
+            self.session.notes.append(message)
+
+    def _on_sampler_error(self, exc: BaseException) -> None:
+        self.note(f"CPU sampler stopped after an internal error: {exc!r}")
+
+    @contextmanager
+    def profiling(self, nodeid: str) -> Iterator[TestProfile]:
+        """Profile the enclosed block as test `nodeid`. Profiler failures never hide the test's
+        own outcome: they become notes, and the block runs as it would without the profiler."""
+        profile = self.session.tests.setdefault(nodeid, TestProfile(nodeid))
+        sampler = CpuSampler(
+            self.scope,
+            self.options.interval_s,
+            self.options.clock,
+            self.listeners,
+            on_error=self._on_sampler_error,
+        )
+        started: list[Collector] = []
+        for collector in self.collectors:
+            try:
+                collector.start_test(profile)
+                started.append(collector)
+            except Exception as exc:
+                self.note(f"{type(collector).__name__} failed to start: {exc!r}")
+        try:
+            sampler.start(profile)
+        except SignalBusy as exc:
+            self.note(f"CPU sampling skipped for tests that hold the timer signal: {exc}")
+            profile.extra["cpu_sampling_skipped"] = str(exc)  # CPU budgets say so, never pass
+            sampler = None
+        guard = None
+        if sampler is not None:
+            if sampler.fallback_reason:
+                self.note(f"CPU sampling: {sampler.fallback_reason}")
+
+            def step_aside(reason: str) -> None:
+                self.note(f"{nodeid}: {reason}")
+                profile.extra["cpu_sampling_skipped"] = reason  # partial CPU: budgets say so
+
+            guard = SignalGuard(sampler, step_aside, in_child=self._patches.undo)
+        self._patches.apply()
+        if guard is not None:
+            guard.apply()
+        begin = perf_counter()
+        try:
+            yield profile
+        finally:
+            profile.elapsed_s += perf_counter() - begin
+            # Every step runs even when one before it fails: a collector left running would
+            # leave the shim armed for the rest of the session.
+            steps: list[tuple[str, Callable[[], object]]] = []
+            if guard is not None:
+                steps.append(("the signal guard", guard.undo))
+            steps.append(("the blocking-call patches", self._patches.undo))
+            if sampler is not None:
+                steps.append(("CPU sampler", sampler.stop))
+            for collector in reversed(started):
+                steps.append((type(collector).__name__, partial(collector.stop_test, profile)))
+            for name, step in steps:
+                try:
+                    step()
+                except Exception as exc:  # the test's own outcome stands
+                    self.note(f"{name} failed to stop: {exc!r}")

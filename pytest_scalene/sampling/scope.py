@@ -1,0 +1,105 @@
+"""Which code is "profiled": the project under test and its tests, not the stdlib,
+site-packages, pytest or this plugin. Decisions are cached per filename: the samplers ask on
+every sample."""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from collections.abc import Iterable
+from fnmatch import fnmatch
+from pathlib import Path
+from types import CodeType, FrameType
+
+from ..core.model import LineKey
+
+_PLUGIN_DIR = str(Path(__file__).resolve().parent.parent)  # the whole package
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots = set()
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(name)
+        if path:
+            roots.add(os.path.realpath(path))
+    for path in sys.path:
+        if "site-packages" in path or "dist-packages" in path:
+            roots.add(os.path.realpath(path))
+    roots.add(os.path.realpath(sys.prefix))
+    roots.add(os.path.realpath(sys.base_prefix))
+    roots.add(_PLUGIN_DIR)
+    return tuple(sorted(roots))
+
+
+class CodeScope:
+    """Decides whether a code object belongs to profiled code and names its lines."""
+
+    def __init__(
+        self,
+        rootdir: str | os.PathLike[str],
+        include: Iterable[str] = (),
+        exclude: Iterable[str] = (),
+    ) -> None:
+        self.rootdir = os.path.realpath(rootdir)
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self._libraries = _library_roots()
+        self._by_filename: dict[str, str | None] = {}
+
+    def relative_name(self, filename: str) -> str | None:
+        """The report name of a profiled file, or None when the file is not profiled."""
+        try:
+            return self._by_filename[filename]
+        except KeyError:
+            name = self._by_filename[filename] = self._decide(filename)
+            return name
+
+    def _decide(self, filename: str) -> str | None:
+        if not filename or filename.startswith("<"):
+            return None
+        path = os.path.realpath(filename)
+        inside_root = path.startswith(self.rootdir + os.sep)
+        name = Path(os.path.relpath(path, self.rootdir)).as_posix() if inside_root else path
+        if any(fnmatch(name, pat) or fnmatch(path, pat) for pat in self.exclude):
+            return None
+        if any(fnmatch(name, pat) or fnmatch(path, pat) for pat in self.include):
+            return name
+        if not inside_root:
+            return None
+        # A virtualenv or the plugin itself inside the rootdir is still library code.
+        if any(path.startswith(lib + os.sep) for lib in self._libraries):
+            return None
+        return name
+
+    def profiled_frame(self, frame: FrameType | None) -> tuple[FrameType, str] | None:
+        """The innermost frame of `frame`'s stack that runs profiled code, with its file name."""
+        while frame is not None:
+            name = self.relative_name(frame.f_code.co_filename)
+            if name is not None:
+                return frame, name
+            frame = frame.f_back
+        return None
+
+    def locate(self, frame: FrameType | None) -> tuple[LineKey, int] | None:
+        """The profiled line `frame` is executing, with its function's first line."""
+        found = self.profiled_frame(frame)
+        if found is None:
+            return None
+        frame, name = found
+        code = frame.f_code
+        return LineKey(name, frame.f_lineno or code.co_firstlineno, _function_name(code)), (
+            code.co_firstlineno
+        )
+
+    def locate_code(self, code: CodeType, lineno: int | None) -> tuple[LineKey, int] | None:
+        """`code`'s line `lineno` when `code` is profiled, with its function's first line."""
+        name = self.relative_name(code.co_filename)
+        if name is None:
+            return None
+        line = lineno if lineno and lineno > 0 else code.co_firstlineno
+        return LineKey(name, line, _function_name(code)), code.co_firstlineno
+
+
+def _function_name(code: CodeType) -> str:
+    return getattr(code, "co_qualname", code.co_name)

@@ -1,0 +1,126 @@
+"""The package's shape (docs/architecture.md): the import graph between pytest-scalene's own
+modules has no cycle, and no module imports one of a higher layer (data flows one way: sample ->
+profile -> verdict -> report), read from the source with `ast`, imports inside functions
+included. No module grows past ~400 lines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_scalene"
+NAME = PACKAGE.name
+# Lowest first: a module may import its own layer's modules and lower layers' only.
+LAYERS = (
+    ("core",),  # the profile, the verdict, their codec, the run's environment, file writing
+    ("config",),  # options and ini keys
+    ("sampling",),  # timers, CPU, memory, GPU samplers, the profiler: sample -> profile
+    ("gates",),  # metrics, budgets, comparison, baselines, repeat: profile -> verdict
+    ("reports",),  # terminal, Markdown, HTML, JSON, speedscope: profile + verdict -> report
+    ("children", "xdist", "instructions", "history", "ab"),  # more processes, more sessions
+    ("plugin", "cli"),  # the entry points: pytest's hooks, the command line
+)
+MAX_LINES = 420  # "about 400"
+EXTENSIONS = {"_native", "_callgrind"}  # built by CMake, at the top of the package
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if "site" in parts[:-1]:  # children/site/sitecustomize.py: a file put on PYTHONPATH
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and (node.module + ".").startswith(NAME + "."):
+                target = node.module[len(NAME) + 1 :]
+            else:
+                continue
+            for alias in node.names:
+                full = f"{target}.{alias.name}" if target else alias.name
+                found.add(full if full in known or alias.name in EXTENSIONS else target)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if (alias.name + ".").startswith(NAME + "."):
+                    found.add(alias.name[len(NAME) + 1 :])
+    return {t for t in found if t in known and t not in (name, "")}
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def layer(name: str) -> int:
+    top = name.split(".")[0]
+    for number, names in enumerate(LAYERS):
+        if top in names:
+            return number
+    raise AssertionError(f"{name}: in no layer of tests/test_architecture.py (add it)")
+
+
+def test_every_module_is_in_a_layer():
+    for name in graph():
+        if name:
+            layer(name)
+
+
+def test_no_import_runs_up_a_layer():
+    upward = [
+        f"{name} (layer {layer(name)}) imports {target} (layer {layer(target)})"
+        for name, targets in graph().items()
+        if name
+        for target in sorted(targets)
+        if target and layer(target) > layer(name)
+    ]
+    assert not upward, "imports running back up:\n" + "\n".join(upward)
+
+
+def test_the_import_graph_has_no_cycle():
+    edges = graph()
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in path:
+            cycle = path[path.index(name) :] + [name]
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
+        if name in done:
+            return
+        path.append(name)
+        for target in sorted(edges.get(name, ())):
+            visit(target)
+        path.pop()
+        done.add(name)
+
+    for name in sorted(edges):
+        visit(name)
+
+
+def test_the_checks_see_imports():
+    edges = graph()
+    assert "core.model" in edges["sampling.profiler"]
+    assert "gates.judging" in edges["plugin"]  # `from .gates.judging import Gates`
+    assert "children.agent" in edges["plugin"]  # `from .children import agent as child_agent`
+
+
+def test_no_module_is_over_about_400_lines():
+    long = {
+        str(path.relative_to(PACKAGE)): count
+        for path in PACKAGE.rglob("*.py")
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines (split them by what they own): {long}"
