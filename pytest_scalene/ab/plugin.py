@@ -11,13 +11,12 @@ from typing import Any
 
 import pytest
 
-from ..gates.budgets import MARKER
+from ..core import runenv
 from ..instructions.runner import kept_arguments
 from ..sampling.profiler import Profiler
 from . import git_tree, pairs, verdict
 from . import session as ab_session
 
-PLUGIN_NAME = "pytest-scalene-ab"
 AB_KEY = "ab"  # profile.extra: the test's A/B comparison (docs/json-schema.md)
 FUNCTIONS_KEPT = 5  # the judged functions kept in the JSON: failing first, then by ratio
 
@@ -36,7 +35,7 @@ def check(config: pytest.Config, ref: str) -> ab_session.Setup:
             f"{root}: run pytest from inside the repository (or pass --rootdir)"
         )
     if (
-        hasattr(config, "workerinput")
+        runenv.is_xdist_worker(config)
         or config.pluginmanager.has_plugin("xdist")
         and (getattr(config.option, "numprocesses", None))
     ):
@@ -107,12 +106,9 @@ class CompareRef:
         self.setup = setup
         self.results: dict[str, dict[str, Any]] = {}
 
-    def _profiled(self, item: pytest.Item) -> bool:
-        return self.profiler.options.enabled or item.get_closest_marker(MARKER) is not None
-
     def after_collection(self, session: pytest.Session) -> None:
         """Called by plugin.py's pytest_collection_finish (trylast: after deselection)."""
-        nodeids = [item.nodeid for item in session.items if self._profiled(item)]
+        nodeids = [item.nodeid for item in session.items if self.profiler.wants(item)]
         if not nodeids:
             return
         reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
