@@ -4,19 +4,22 @@ by pytester; the timing verdicts are repeated in a loop to show they are not luc
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
+import os
 import random
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_scalene.ab import pairs, verdict
+from pytest_scalene.ab import pairs, verdict, worker
 from pytest_scalene.ab.worker import function_of
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -358,3 +361,72 @@ def test_a_saved_baseline_records_its_commit_and_cpu_distribution(pytester):
     assert entry["cpu"]["min"] == entry["metrics"]["cpu_s"] <= entry["cpu"]["median"]
     assert entry["cpu"]["median"] <= entry["cpu"]["p90"] and entry["cpu"]["span_s"] > 0
     assert any(line.get("samples", 0) > 0 and 0 < line["share"] <= 1 for line in entry["lines"])
+
+
+# Whether glibc's mmap threshold still moves: a 1 MiB block is mapped; once it is freed, a
+# moving threshold rises above 1 MiB and the next 1 MiB block comes from the heap (no mapped
+# block left), while a fixed one maps it again.
+MALLOC_PROBE = """
+import ctypes
+
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def mapped_after_a_free():
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.mallinfo2.restype = Mallinfo2
+    before = libc.mallinfo2().hblks
+    libc.free(libc.malloc(1 << 20))
+    block = libc.malloc(1 << 20)
+    mapped = libc.mallinfo2().hblks - before
+    libc.free(block)
+    return mapped
+"""
+needs_glibc = pytest.mark.skipif(
+    not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="needs glibc >= 2.33"
+)
+
+
+def _mapped_after_a_free(env: dict[str, str]) -> int:
+    code = MALLOC_PROBE + "\nprint(mapped_after_a_free())\n"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return int(done.stdout)
+
+
+@needs_glibc
+def test_the_workers_malloc_policy_does_not_depend_on_their_history(monkeypatch):
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.setenv("LD_PRELOAD", "/some/shim.so")
+    plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    assert _mapped_after_a_free(plain) == 0  # the probe sees the moving threshold
+    env = pairs.worker_env(os.environ)
+    assert "LD_PRELOAD" not in env and env["PYTHONHASHSEED"] == pairs.HASH_SEED
+    assert _mapped_after_a_free(env) == 1
+    # A user's own malloc settings are theirs.
+    assert pairs.worker_env({"MALLOC_MMAP_THRESHOLD_": "4096"})["MALLOC_MMAP_THRESHOLD_"] == "4096"
+    tuned = pairs.worker_env({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"})
+    assert "MALLOC_MMAP_THRESHOLD_" not in tuned
+
+
+@needs_glibc
+def test_both_workers_run_with_the_fixed_malloc_policy(pytester):
+    repository(
+        pytester,
+        MALLOC_PROBE + "\n\nimport os\n\n\ndef test_policy():\n"
+        f"    if os.environ.get({worker.TREE_ENV!r}):  # in an A/B worker\n"
+        "        assert mapped_after_a_free() == 1\n",
+    )
+    pytester._monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    pytester._monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    result = compare(pytester, "-rA")
+    text = result.stdout.str()
+    assert result.ret == 0 and "0 slower, 0 not judged" in text, text

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -28,6 +28,24 @@ RUN_TIMEOUT_FLOOR_S = 60.0  # a run may take this long, or 20x its warm-up, whic
 TARGET_RUN_S = 0.02  # a test faster than this is called several times per measured run
 MAX_INNER = 200
 HASH_SEED = "0"
+# glibc's malloc moves its mmap threshold up each time a large block is freed, so where a
+# large buffer comes from (a fresh mapping, page faults included, or the heap) depends on the
+# process's history: an unchanged numpy test read 1.06x in 8 of 8 comparisons after three
+# other tests had run. A fixed threshold (glibc's starting value) turns that off, so a large
+# buffer is a fresh mapping in every run of both sides. A user's own setting is kept.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+
+
+def worker_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment both workers share: the caller's, without the allocator shim, with the
+    same hash seed and a fixed malloc policy (unless the user set one)."""
+    env = {k: v for k, v in environ.items() if k != "LD_PRELOAD"}  # no allocator shim
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONHASHSEED"] = HASH_SEED  # the same string hashes on both sides
+    if "mmap_threshold" not in env.get("GLIBC_TUNABLES", ""):
+        for name, value in MALLOC_ENV.items():
+            env.setdefault(name, value)
+    return env
 
 
 class WorkerError(Exception):
@@ -58,14 +76,12 @@ class WorkerProcess:
         self.log: TextIO = open(self.log_path, "w", encoding="utf-8")  # noqa: SIM115
         to_child, self.to_worker = os.pipe()
         self.from_worker, from_child = os.pipe()
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # no allocator shim
+        env = worker_env(os.environ)
         env.update(
             {
                 worker.FDS_ENV: f"{to_child},{from_child}",
                 worker.WANTED_ENV: str(wanted_path),
                 worker.TREE_ENV: str(side.tree),
-                "PYTHONDONTWRITEBYTECODE": "1",
-                "PYTHONHASHSEED": HASH_SEED,  # the same string hashes on both sides
             }
         )
         launcher = (
