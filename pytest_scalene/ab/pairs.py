@@ -1,7 +1,8 @@
-"""Two long-lived worker sessions (worker.py), one per tree, and the paired runs: for each test,
-setup on both sides, one warm-up run each, then pairs of runs alternating which side goes first,
-until the sequential rule (verdict.py) decides, on the test's time and on each function's (a
-function still unsure takes the pairs on to the next stage). A worker that dies, hangs or
+"""Long-lived worker sessions (worker.py), WORKERS_PER_SIDE in each tree, and the paired runs: for
+each test, setup in every worker, one warm-up run each, then pairs of runs, each in the next
+worker of each side (round robin), alternating which side goes first, until the sequential
+rule (verdict.py) decides, on the test's time and on each function's (a function still unsure
+takes the pairs on to the next stage). A worker that dies, hangs or
 fails a test makes a note, never a hang: every reply has a timeout."""
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ HASH_SEED = "0"
 # other tests had run. A fixed threshold (glibc's starting value) turns that off, so a large
 # buffer is a fresh mapping in every run of both sides. A user's own setting is kept.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+# Worker processes per side; a test's pairs rotate over them. A process can run the same code
+# faster or slower than another for its whole life (its memory layout): unchanged code read
+# 0.64x in one process pair of 300, and a 1.2x slowdown read 0.99x in another. Over several
+# processes per side, one such process moves only its share of the pairs, not the median.
+WORKERS_PER_SIDE = 3
 
 
 def worker_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -235,37 +241,44 @@ def _pin(workers: Sequence[WorkerProcess], cpu: int) -> None:
 
 
 def compare_test(
-    nodeid: str, following: str | None, base: WorkerProcess, cur: WorkerProcess
+    nodeid: str,
+    following: str | None,
+    bases: Sequence[WorkerProcess],
+    currents: Sequence[WorkerProcess],
 ) -> Outcome:
-    """Pairs of runs of `nodeid` until the rule decides. WorkerError propagates."""
+    """Pairs of runs of `nodeid` until the rule decides, pair n in the n-th worker of each side
+    (round robin). WorkerError propagates."""
     outcome = Outcome(nodeid)
-    pair = (base, cur)
-    names = ("baseline", "current")
-    setups = [w.request({"cmd": "setup", "nodeid": nodeid}, SETUP_TIMEOUT_S) for w in pair]
+    everyone = [*bases, *currents]
+    names = [w.side.name for w in everyone]
+    setups = [w.request({"cmd": "setup", "nodeid": nodeid}, SETUP_TIMEOUT_S) for w in everyone]
     try:
         problem = _runs_ok(setups, [f"{n} side's setup; the" for n in names])
         if problem:
             outcome.note = f"not judged: its setup did not pass ({problem})"
             return outcome
-        warm = [w.request({"cmd": "run", "inner": 1}, STARTUP_TIMEOUT_S) for w in pair]
+        # Each process warms up on its own: first calls (imports, caches) are not measured.
+        warm = [w.request({"cmd": "run", "inner": 1}, STARTUP_TIMEOUT_S) for w in everyone]
         if problem := _runs_ok(warm, names):
             outcome.note = f"not judged: {problem}"
             return outcome
         fastest = max(min(r["cpu_s"] for r in warm), 1e-6)
         outcome.inner = inner = max(1, min(MAX_INNER, math.ceil(TARGET_RUN_S / fastest)))
         timeout = max(RUN_TIMEOUT_FLOOR_S, 20 * inner * max(r["cpu_s"] for r in warm))
-        for w in pair:  # the warm-up's samples are not pooled
+        for w in everyone:  # the warm-up's samples are not pooled
             w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)
         decided = None
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         while decided is None:
             n = len(outcome.ratios)
+            base, cur = bases[n % len(bases)], currents[n % len(currents)]
+            pair = (base, cur)
             if cpus:  # both runs of a pair on one CPU: a busier CPU must not favour one side
                 _pin(pair, cpus[(n // 2) % len(cpus)])
             order = pair if n % 2 == 0 else pair[::-1]
             replies = {id(w): w.request({"cmd": "run", "inner": inner}, timeout) for w in order}
             base_run, cur_run = replies[id(base)], replies[id(cur)]
-            if problem := _runs_ok((base_run, cur_run), names):
+            if problem := _runs_ok((base_run, cur_run), ("baseline", "current")):
                 outcome.note = f"not judged: {problem}"
                 return outcome
             outcome.baseline_cpu_s.append(base_run["cpu_s"] / inner)
@@ -275,7 +288,10 @@ def compare_test(
             outcome.current_runs.append(_functions(cur_run))
             decided = decide(outcome)
         outcome.verdict = decided
-        lines = [w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)["lines"] for w in pair]
+        lines = [
+            [line for w in side for line in w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)["lines"]]
+            for side in (bases, currents)
+        ]
         outcome.growth = verdict.most_growth(lines[0], lines[1])
         for judged in outcome.functions:  # the failing functions' lines (they come first)
             if judged.state == "fail":
@@ -283,5 +299,5 @@ def compare_test(
                 outcome.function_lines[(judged.file, judged.function)] = found
         return outcome
     finally:
-        for w in pair:
+        for w in everyone:
             w.request({"cmd": "teardown", "next": following}, SETUP_TIMEOUT_S)

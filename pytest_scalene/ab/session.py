@@ -2,7 +2,7 @@
 (git_tree.py), a worker session in each tree (pairs.py), the check that each side imports the
 code under test from its own tree, then each test compared in turn.
 
-A test that reads slower is measured again in two fresh worker processes and fails only if it
+A test that reads slower is measured again in fresh worker processes and fails only if it
 reads slower there too. Tests that exist on one side only, whose setup (the source of their
 fixtures) differs between the trees, or that fail or skip on either side are notes, never
 verdicts.
@@ -82,20 +82,35 @@ def _ini_for(setup: Setup, tree: Path) -> list[str]:
 def _start(
     sides: Sequence[pairs.Side], nodeids: Sequence[str], setup: Setup
 ) -> list[pairs.WorkerProcess]:
-    """A worker for each side that has test files of this run, all started at once."""
+    """WORKERS_PER_SIDE workers for each side that has test files of this run, all started at
+    once."""
     started = []
     for side in sides:
         files = sorted({n.split("::", 1)[0] for n in nodeids})
         files = [f for f in files if (side.rootdir / f).exists()]
         if files:
             args = [*_ini_for(setup, side.tree), *setup.args]
-            started.append(pairs.WorkerProcess(side, files, nodeids, args))
+            for _ in range(pairs.WORKERS_PER_SIDE):
+                started.append(pairs.WorkerProcess(side, files, nodeids, args))
     for process in started:
         hello = process.receive(pairs.STARTUP_TIMEOUT_S)
         process.side.tests = dict(hello.get("tests", {}))
         process.side.modules = dict(hello.get("modules", {}))
         process.side.collection_errors = int(hello.get("collection_errors", 0))
     return started
+
+
+def _both_sides(workers: Sequence[pairs.WorkerProcess]) -> bool:
+    return {w.side.name for w in workers} == {"baseline", "current"}
+
+
+def _by_side(
+    workers: Sequence[pairs.WorkerProcess],
+) -> tuple[list[pairs.WorkerProcess], list[pairs.WorkerProcess]]:
+    return (
+        [w for w in workers if w.side.name == "baseline"],
+        [w for w in workers if w.side.name == "current"],
+    )
 
 
 def run(
@@ -113,7 +128,7 @@ def run(
             workers += _start((base, cur), nodeids, setup)
             if problems := same_code((base, cur)):
                 raise SameCodeError("; ".join(problems))
-            if len(workers) < 2:
+            if not _both_sides(workers):
                 result.problem = f"no test file of this run exists at {setup.ref}"
                 return result
 
@@ -121,7 +136,7 @@ def run(
                 for process in workers:
                     process.close()
                 workers[:] = _start((base, cur), nodeids, setup)
-                if len(workers) < 2:
+                if not _both_sides(workers):
                     raise pairs.WorkerError("a worker did not start again")
                 return workers
 
@@ -156,26 +171,47 @@ def _compare_all(
                 nodeid, note="not judged: its setup (the source of its fixtures) differs"
             )
     judged = [n for n in both if n not in result.outcomes]
-    for i, nodeid in enumerate(judged):
-        following = judged[i + 1] if i + 1 < len(judged) else None
+    again = _measure(judged, workers, result)
+    for nodeid in judged:
+        progress(nodeid)
+    if not again:
+        return
+    # A slower verdict is confirmed in fresh processes: a process can run the same code
+    # persistently slower than another (its memory layout). So is a pass where a function's
+    # share clearly grew but its ratio stayed under the limit: a process can also run the same
+    # code faster (a 1.2x function read 1.04x when all of the current side's code ran 12%
+    # faster). The tests to confirm are measured after all the others, in one fresh set of
+    # workers, and that reading decides.
+    firsts = {nodeid: result.outcomes[nodeid] for nodeid in again}
+    try:
+        workers = restart()
+    except pairs.WorkerError as exc:
+        for nodeid in again:
+            result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
+        return
+    _measure(again, workers, result)
+    for nodeid, first in firsts.items():
+        if result.outcomes[nodeid].verdict is not None:
+            result.outcomes[nodeid].first_ratio = verdict.median_ratio(first.ratios)
+
+
+def _measure(
+    nodeids: Sequence[str], workers: Sequence[pairs.WorkerProcess], result: Result
+) -> list[str]:
+    """Compare each test in turn into `result`; the tests whose reading must be confirmed."""
+    again = []
+    for i, nodeid in enumerate(nodeids):
+        following = nodeids[i + 1] if i + 1 < len(nodeids) else None
         try:
-            outcome = pairs.compare_test(nodeid, following, workers[0], workers[1])
-            if outcome.verdict == "fail" or verdict.suspect(outcome.functions):
-                # A slower verdict is confirmed in two fresh processes: one process can run
-                # the same code persistently slower than another (its memory layout). So is a
-                # pass where a function's share clearly grew but its ratio stayed under the
-                # limit: one process can also run the same code faster than another (a 1.2x
-                # function read 1.04x when all of the current side's code ran 12% faster).
-                first = outcome
-                workers = restart()
-                outcome = pairs.compare_test(nodeid, following, workers[0], workers[1])
-                outcome.first_ratio = verdict.median_ratio(first.ratios)
+            outcome = pairs.compare_test(nodeid, following, *_by_side(workers))
         except pairs.WorkerError as exc:
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
-            for rest in judged[i + 1 :]:
+            for rest in nodeids[i + 1 :]:
                 result.outcomes[rest] = pairs.Outcome(
                     rest, note="not judged: a worker ended before its turn"
                 )
-            return
+            break
         result.outcomes[nodeid] = outcome
-        progress(nodeid)
+        if outcome.verdict == "fail" or verdict.suspect(outcome.functions):
+            again.append(nodeid)
+    return again
