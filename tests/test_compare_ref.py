@@ -418,11 +418,17 @@ def test_the_workers_malloc_policy_does_not_depend_on_their_history(monkeypatch)
 
 
 @needs_glibc
-def test_both_workers_run_with_the_fixed_malloc_policy(pytester):
+def test_pairs_rotate_over_three_workers_per_side_each_with_the_fixed_malloc_policy(
+    pytester, tmp_path
+):
+    runs = tmp_path / "runs.txt"
     repository(
         pytester,
         MALLOC_PROBE + "\n\nimport os\n\n\ndef test_policy():\n"
-        f"    if os.environ.get({worker.TREE_ENV!r}):  # in an A/B worker\n"
+        f"    tree = os.environ.get({worker.TREE_ENV!r})\n"
+        "    if tree:  # in an A/B worker\n"
+        f"        with open({str(runs)!r}, 'a') as runs:\n"
+        "            print(tree, os.getpid(), file=runs)\n"
         "        assert mapped_after_a_free() == 1\n",
     )
     pytester._monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
@@ -430,3 +436,11 @@ def test_both_workers_run_with_the_fixed_malloc_policy(pytester):
     result = compare(pytester, "-rA")
     text = result.stdout.str()
     assert result.ret == 0 and "0 slower, 0 not judged" in text, text
+    seen = [line.split() for line in runs.read_text().splitlines()]
+    trees = {tree for tree, _ in seen}
+    assert len(trees) == 2, seen
+    for tree in trees:
+        pids = [pid for t, pid in seen if t == tree]
+        assert len(set(pids)) == pairs.WORKERS_PER_SIDE == 3, seen
+        # Every worker warmed up once, then took its turn in the pairs.
+        assert min(pids.count(pid) for pid in set(pids)) >= 1 + 10 // 3, seen
