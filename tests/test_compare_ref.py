@@ -444,3 +444,19 @@ def test_pairs_rotate_over_three_workers_per_side_each_with_the_fixed_malloc_pol
         assert len(set(pids)) == pairs.WORKERS_PER_SIDE == 3, seen
         # Every worker warmed up once, then took its turn in the pairs.
         assert min(pids.count(pid) for pid in set(pids)) >= 1 + 10 // 3, seen
+
+
+def test_a_crash_in_the_comparison_leaves_the_tests_results_and_says_so(pytester):
+    repository(pytester)
+    pytester.makeconftest(
+        "import pytest_scalene.ab.pairs as pairs\n\n\n"
+        "def boom(*args, **kwargs):\n"
+        "    raise RuntimeError('injected')\n\n\n"
+        "pairs.compare_test = boom\n"
+    )
+    result = compare(pytester, "-rA")
+    text = result.stdout.str()
+    assert result.ret == 0, text
+    result.assert_outcomes(passed=1)
+    assert "the comparison crashed (RuntimeError: injected); please report it" in text
+    assert "INTERNALERROR" not in text + result.stderr.str()

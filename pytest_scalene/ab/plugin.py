@@ -135,6 +135,10 @@ class CompareRef:
                 if isinstance(exc, ab_session.SameCodeError)
                 else f"--profile-compare-ref={self.setup.ref}: {exc}"
             ) from None
+        except Exception as exc:  # a bug here must not hide the tests' own results
+            found = ab_session.Result(
+                problem=f"the comparison crashed ({type(exc).__name__}: {exc}); please report it"
+            )
         for nodeid in nodeids:
             outcome = found.outcomes.get(nodeid)
             if outcome is None:
