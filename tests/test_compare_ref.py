@@ -441,7 +441,8 @@ def test_pairs_rotate_over_three_workers_per_side_each_with_the_fixed_malloc_pol
     assert len(trees) == 2, seen
     for tree in trees:
         pids = [pid for t, pid in seen if t == tree]
-        assert len(set(pids)) == pairs.WORKERS_PER_SIDE == 3, seen
+        # Three per side, three more if a reading was confirmed in fresh workers (under load).
+        assert pairs.WORKERS_PER_SIDE == 3 and len(set(pids)) in (3, 6), seen
         # Every worker warmed up once, then took its turn in the pairs.
         assert min(pids.count(pid) for pid in set(pids)) >= 1 + 10 // 3, seen
 
