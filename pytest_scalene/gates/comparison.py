@@ -25,6 +25,9 @@ MIN_CPU_FLOOR_S = 0.05
 CPU_FLOOR_INTERVALS = 5
 GPU_FLOOR_MB = 32.0  # NVML reports allocator reservations, which move in chunks of MBs
 LINE_SHARE = 0.10
+# Footprints, not costs: a line's peak is the footprint while it ran, which holds what earlier
+# lines allocated, and which line a threshold sample lands on moves from run to run.
+FOOTPRINTS = ("peak_mb", "gpu_peak_mb")
 # A function's instructions are judged when their growth is at least this share of the test's.
 FUNCTION_SHARE = 0.005
 
@@ -195,6 +198,18 @@ def compare(
     return result
 
 
+def _allocation_growth(
+    pairs: list[tuple[LineEntry, LineEntry]], new: list[LineEntry]
+) -> list[tuple[float, LineEntry | None, LineEntry]]:
+    """The lines whose own net allocation grew: where a larger footprint came from."""
+    grown = [(_alloc(c) - _alloc(b), b, c) for b, c in pairs] + [(_alloc(c), None, c) for c in new]
+    return [g for g in grown if g[0] > 0]
+
+
+def _alloc(entry: LineEntry) -> float:
+    return entry.metrics.get("alloc_mb", 0.0)
+
+
 def _with_limit(finding: Finding, rule: NoiseRule) -> Finding:
     if finding.kind not in JUDGED or finding.baseline is None:
         return finding
@@ -356,6 +371,8 @@ class _Judge:
         )
         grown = [(self.value(c) - self.value(b), b, c) for b, c in pairs]
         grown += [(self.value(c), None, c) for c in new]
+        if self.name in FOOTPRINTS:
+            grown = _allocation_growth(pairs, new) or grown
         if grown:
             delta, b, c = max(grown, key=lambda g: g[0])
             if delta > 0:
@@ -373,6 +390,8 @@ class _Judge:
     ) -> list[Finding]:
         label, fmt, share = self.metric.label, self.metric.format, self.line_share
         total, base_total = self.value(current), self.value(baseline)
+        if self.name in FOOTPRINTS:
+            return self._footprint_lines(base_total, pairs, new)
         findings = []
         for b, c in pairs:
             before, after = self.value(b), self.value(c)
@@ -400,4 +419,43 @@ class _Judge:
                 findings.append(
                     Finding("vanished_line", self.name, value, None, message, _where(b))
                 )
+        return findings
+
+    def _footprint_lines(
+        self,
+        base_total: float,
+        pairs: list[tuple[LineEntry, LineEntry]],
+        new: list[LineEntry],
+    ) -> list[Finding]:
+        """A line's footprint regressed when it went beyond the highest footprint of the whole
+        baseline test, not merely beyond the same line's: an unchanged test whose 40 MB peak
+        was sampled on the next line (`assert len(block) == ...`) in one run and not in the
+        other is not a regression. Of the lines beyond it, those whose own allocation grew are
+        named (the line after a larger allocation is beyond it too); if none, all of them."""
+        label, fmt = self.metric.label, self.metric.format
+
+        def reference(b: LineEntry | None) -> float:  # a line's peak is within its test's,
+            return max(base_total, self.value(b))  # unless a file was merged or edited
+
+        above = [
+            (b, c)
+            for b, c in [*pairs, *((None, c) for c in new)]
+            if self.regressed(reference(b), self.value(c))
+        ]
+        grew = [
+            (b, c)
+            for b, c in above
+            if self.name == "peak_mb" and _alloc(c) - (_alloc(b) if b else 0.0) > self.floor
+        ]
+        findings = []
+        for b, c in grew or above:
+            before, after = reference(b), self.value(c)
+            was = f"{fmt(self.value(b))} on this line" if b is not None else "a new line"
+            change = f"{(after / before - 1) * 100:+.0f}%" if before > 0 else "from 0"
+            message = (
+                f"{label} regressed at {_where(c)} `{c.text}`: {fmt(after)} vs baseline "
+                f"{fmt(before)}, the test's peak ({was}; {change}, "
+                f"allowed +{self.tolerance * 100:.0f}%)"
+            )
+            findings.append(Finding("regression", self.name, before, after, message, _where(c)))
         return findings
