@@ -102,6 +102,7 @@ def test_unchanged_reruns_pass_and_injected_regressions_fail_naming_the_line(pyt
         [
             r"peak memory regressed at test_work.py:22 grow_a `block = np.empty\(mb \* 2\*\*20, "
             r"dtype=np.uint8\) # untouched pages: next to no CPU time`: "
-            r"120\.\d MB vs baseline 40\.\d MB \(\+\d+%, allowed \+25%\)"
+            r"120\.\d MB vs baseline 40\.\d MB, the test's peak \(40\.\d MB on this line; "
+            r"\+\d+%, allowed \+25%\)"
         ]
     )
