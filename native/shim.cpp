@@ -282,6 +282,13 @@ ShimSample base_sample(int32_t kind, int64_t footprint) {
 }
 
 // `p`: the allocation that triggered it (nullptr for a free).
+inline void raise_peak(int64_t footprint) {
+  int64_t peak = g.peak.load(relaxed);
+  while (UNLIKELY(footprint > peak) &&  // a max, not a last-writer-wins store
+         !g.peak.compare_exchange_weak(peak, footprint, relaxed)) {
+  }
+}
+
 __attribute__((noinline)) void sample_footprint(void* p) {
   int saved_errno = errno;
   if (!enter_rare()) return;
@@ -300,6 +307,9 @@ __attribute__((noinline)) void sample_footprint(void* p) {
     emit = true;
   }
   if (emit) {
+    // Another thread may have counted its allocation (read above) and not yet raised the peak:
+    // a sample never shows a footprint above the peak (the stress test caught one).
+    raise_peak(footprint);
     ShimSample s = base_sample(footprint >= last ? SHIM_GROW : SHIM_SHRINK, footprint);
     s.tracked_id = tracked;
     s.alloc_bytes = allocated - g_last_allocated;
@@ -345,10 +355,7 @@ inline void count_alloc_sized(void* p, int64_t size) {
   if (tls.python) g.python.fetch_add(size, relaxed);
   if (LIKELY(!g.armed.load(relaxed))) return;
   int64_t footprint = allocated - g.freed.load(relaxed);
-  int64_t peak = g.peak.load(relaxed);
-  while (UNLIKELY(footprint > peak) &&  // a max, not a last-writer-wins store
-         !g.peak.compare_exchange_weak(peak, footprint, relaxed)) {
-  }
+  raise_peak(footprint);
   if (UNLIKELY(footprint - g.last_footprint.load(relaxed) >= g.threshold.load(relaxed) ||
                footprint >= g.leak_next.load(relaxed))) {
     sample_footprint(p);
