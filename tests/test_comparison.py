@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from pytest_scalene.core.model import LineKey, TestProfile
 from pytest_scalene.gates.baseline_store import LineEntry, TestEntry
-from pytest_scalene.gates.comparison import NoiseRule, compare, match_lines
+from pytest_scalene.gates.comparison import NoiseRule, compare
+from pytest_scalene.gates.line_matching import match_lines
 from pytest_scalene.gates.repeat import combine_runs
 
 F = "tests/test_etl.py"

@@ -2,7 +2,7 @@
 
 A line is stored under its file, its function's qualified name, its offset from the function's
 first line and its normalised source text, so that lines inserted above a function (which shift
-every line number) still match; see comparison.match_lines. Files are written atomically with
+every line number) still match; see line_matching.match_lines. Files are written atomically with
 sorted keys so that they diff well, and read strictly: anything unexpected is a BaselineError
 naming the file and the place in it.
 """

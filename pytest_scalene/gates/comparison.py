@@ -11,15 +11,15 @@ reported, never failed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..config.options import DEFAULT_TOLERANCE
-from ..core.verdict import REGRESSION, Verdict
 from ..sampling.memory_sampler import COPY_STEP_THRESHOLDS
 from .baseline_store import LineEntry, TestEntry
+from .findings import JUDGED, Comparison, Finding
+from .line_matching import match_lines, where
 from .metrics import COMPARED, METRICS
 
-JUDGED = ("regression", "ok")  # the findings that are verdicts; the others are notes
 CPU_TIMED = ("cpu_s",)  # compared metrics that move with the load on other cores
 MIN_CPU_FLOOR_S = 0.05
 CPU_FLOOR_INTERVALS = 5
@@ -70,91 +70,6 @@ class NoiseRule:
         if metric == "instructions":
             return 0.0  # counted: the tolerance alone decides
         return self.memory_floor_mb
-
-
-@dataclass(frozen=True)
-class Finding:
-    # "regression" (fails the test), "ok" (a test total within the rule), and, reported but
-    # never failed: "improved", "new_line", "vanished_line", "not_compared"
-    kind: str
-    metric: str
-    baseline: float | None
-    value: float | None
-    message: str
-    line: str | None = None  # "file:line function"
-    limit: float | None = None  # judged findings: the value above which it fails (compare sets it)
-
-    @property
-    def failed(self) -> bool:
-        return self.kind == "regression"
-
-    def verdict(self) -> Verdict | None:
-        """The gate's verdict: for a judged finding ("regression" or "ok"), else None."""
-        if self.kind not in JUDGED:
-            return None
-        return Verdict(
-            REGRESSION,
-            self.metric,
-            self.limit,
-            self.value,
-            not self.failed,
-            self.message,
-            self.line,
-            self.baseline,
-        )
-
-
-@dataclass
-class Comparison:
-    findings: list[Finding] = field(default_factory=list)
-    matched_by_text: int = 0
-    matched_by_offset: int = 0
-    new_lines: int = 0
-    vanished_lines: int = 0
-
-    @property
-    def regressions(self) -> list[Finding]:
-        return [f for f in self.findings if f.failed]
-
-
-def match_lines(
-    baseline: tuple[LineEntry, ...], current: tuple[LineEntry, ...]
-) -> tuple[list[tuple[LineEntry, LineEntry]], int, list[LineEntry], list[LineEntry]]:
-    """Pair each current line with a baseline line: same file, function and source text first
-    (nearest offset among equal texts), then, for edited lines, same file, function and offset.
-    Returns (pairs of (baseline, current), how many paired by offset, new lines, vanished)."""
-    free = list(range(len(baseline)))
-    pairs: list[tuple[LineEntry, LineEntry]] = []
-    unpaired: list[LineEntry] = []
-    for cur in current:
-        same = [i for i in free if _same_place(baseline[i], cur) and baseline[i].text == cur.text]
-        if same:
-            best = min(same, key=lambda i: abs(baseline[i].offset - cur.offset))
-            free.remove(best)
-            pairs.append((baseline[best], cur))
-        else:
-            unpaired.append(cur)
-    new: list[LineEntry] = []
-    by_offset = 0
-    for cur in unpaired:
-        same = [
-            i for i in free if _same_place(baseline[i], cur) and baseline[i].offset == cur.offset
-        ]
-        if same:
-            free.remove(same[0])
-            pairs.append((baseline[same[0]], cur))
-            by_offset += 1
-        else:
-            new.append(cur)
-    return pairs, by_offset, new, [baseline[i] for i in free]
-
-
-def _same_place(a: LineEntry, b: LineEntry) -> bool:
-    return a.file == b.file and a.function == b.function
-
-
-def _where(entry: LineEntry) -> str:
-    return f"{entry.file}:{entry.line} {entry.function}"
 
 
 def compare(
@@ -249,7 +164,7 @@ def _with_sampled_hint(
     _delta, line = max(growth, key=lambda g: g[0])
     hint = (
         f"; per-function counts need Python 3.12+; the sampled CPU time grew most at "
-        f"{_where(line)} `{line.text}`"
+        f"{where(line)} `{line.text}`"
     )
     return Finding(
         finding.kind,
@@ -257,7 +172,7 @@ def _with_sampled_hint(
         finding.baseline,
         finding.value,
         finding.message + hint,
-        _where(line),
+        where(line),
     )
 
 
@@ -371,13 +286,13 @@ class _Judge:
         )
         grown = [(self.value(c) - self.value(b), b, c) for b, c in pairs]
         grown += [(self.value(c), None, c) for c in new]
-        if self.name in FOOTPRINTS:
+        if self.name == "peak_mb":  # host memory: the lines whose allocation grew
             grown = _allocation_growth(pairs, new) or grown
         if grown:
             delta, b, c = max(grown, key=lambda g: g[0])
             if delta > 0:
                 was = fmt(self.value(b)) if b is not None else "new line"
-                message += f"; most growth at {_where(c)}: {was} -> {fmt(self.value(c))}"
+                message += f"; most growth at {where(c)}: {was} -> {fmt(self.value(c))}"
         return [Finding("regression", self.name, before, after, message)]
 
     def lines(
@@ -397,28 +312,26 @@ class _Judge:
             before, after = self.value(b), self.value(c)
             if after >= share * total and self.regressed(before, after):
                 message = (
-                    f"{label} regressed at {_where(c)} `{c.text}`: {self.versus(before, after)}, "
+                    f"{label} regressed at {where(c)} `{c.text}`: {self.versus(before, after)}, "
                     f"allowed +{self.tolerance * 100:.0f}%)"
                 )
-                findings.append(Finding("regression", self.name, before, after, message, _where(c)))
+                findings.append(Finding("regression", self.name, before, after, message, where(c)))
         for c in new:
             value = self.value(c)
             if value >= share * total and value > self.floor:
                 message = (
-                    f"new line {_where(c)} `{c.text}`: {label} {fmt(value)} "
+                    f"new line {where(c)} `{c.text}`: {label} {fmt(value)} "
                     "(not in the baseline; not failed)"
                 )
-                findings.append(Finding("new_line", self.name, None, value, message, _where(c)))
+                findings.append(Finding("new_line", self.name, None, value, message, where(c)))
         for b in vanished:
             value = self.value(b)
             if value >= share * base_total and value > self.floor:
                 message = (
-                    f"vanished line {_where(b)} `{b.text}` (baseline line number): {label} "
+                    f"vanished line {where(b)} `{b.text}` (baseline line number): {label} "
                     f"{fmt(value)} in the baseline, not seen now (not failed)"
                 )
-                findings.append(
-                    Finding("vanished_line", self.name, value, None, message, _where(b))
-                )
+                findings.append(Finding("vanished_line", self.name, value, None, message, where(b)))
         return findings
 
     def _footprint_lines(
@@ -453,9 +366,9 @@ class _Judge:
             was = f"{fmt(self.value(b))} on this line" if b is not None else "a new line"
             change = f"{(after / before - 1) * 100:+.0f}%" if before > 0 else "from 0"
             message = (
-                f"{label} regressed at {_where(c)} `{c.text}`: {fmt(after)} vs baseline "
+                f"{label} regressed at {where(c)} `{c.text}`: {fmt(after)} vs baseline "
                 f"{fmt(before)}, the test's peak ({was}; {change}, "
                 f"allowed +{self.tolerance * 100:.0f}%)"
             )
-            findings.append(Finding("regression", self.name, before, after, message, _where(c)))
+            findings.append(Finding("regression", self.name, before, after, message, where(c)))
         return findings

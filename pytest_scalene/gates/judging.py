@@ -26,7 +26,8 @@ from . import baseline_store
 from .baseline_entry import entry_from_profile
 from .baseline_keep import within_noise
 from .budgets import MARKER, Budget, BudgetError, check, parse_marks
-from .comparison import CPU_TIMED, Comparison, NoiseRule, compare
+from .comparison import CPU_TIMED, NoiseRule, compare
+from .findings import Comparison
 from .metrics import METRICS, Availability
 from .repeat import (
     CONFIRM_PAUSES_S,
