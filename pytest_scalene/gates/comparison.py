@@ -353,7 +353,7 @@ class _Judge:
         above = [
             (b, c)
             for b, c in [*pairs, *((None, c) for c in new)]
-            if self.regressed(reference(b), self.value(c))
+            if self.value(c) > base_total and self.regressed(reference(b), self.value(c))
         ]
         grew = [
             (b, c)
