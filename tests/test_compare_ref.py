@@ -447,6 +447,52 @@ def test_pairs_rotate_over_three_workers_per_side_each_with_the_fixed_malloc_pol
         assert min(pids.count(pid) for pid in set(pids)) >= 1 + 10 // 3, seen
 
 
+needs_two_cpus = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two CPUs: with one, the runs share it with everything else",
+)
+
+
+@needs_two_cpus
+def test_the_coordinator_steps_off_the_runs_cpu_and_back():
+    before = os.sched_getaffinity(0)
+    cpu = pairs.pair_cpu()
+    assert cpu in before
+    with pairs._coordinator_elsewhere(cpu):
+        assert os.sched_getaffinity(0) == before - {cpu}
+    assert os.sched_getaffinity(0) == before
+
+
+@needs_two_cpus
+def test_every_measured_run_of_both_sides_is_on_one_cpu_the_coordinator_is_not_on(
+    pytester, tmp_path
+):
+    runs = tmp_path / "runs.txt"
+    repository(
+        pytester,
+        "import ctypes, os\n\n\n"
+        "def test_where():\n"
+        f"    tree = os.environ.get({worker.TREE_ENV!r})\n"
+        "    if tree:  # in an A/B worker\n"
+        "        status = open(f'/proc/{os.getppid()}/status').read()\n"
+        "        allowed = status.split('Cpus_allowed_list:')[1].split()[0]\n"
+        f"        with open({str(runs)!r}, 'a') as runs:\n"
+        "            print(os.getpid(), ctypes.CDLL(None).sched_getcpu(), allowed, file=runs)\n"
+        "    assert sum(i * i for i in range(20_000))\n",
+    )
+    result = compare(pytester, "-rA")
+    assert result.ret == 0, result.stdout.str()
+    seen = [line.split() for line in runs.read_text().splitlines()]
+    measured = [s for i, s in enumerate(seen) if s[0] in {p for p, _, _ in seen[:i]}]
+    assert len(measured) >= 2 * 10, seen  # each worker's first run is its warm-up
+    cpus = {cpu for _, cpu, _ in measured}
+    assert len(cpus) == 1, seen
+    (cpu,) = cpus
+    for _, _, allowed in measured:  # e.g. "0", "0-2,4"
+        spans = [part.split("-") for part in allowed.split(",")]
+        assert not any(int(a[0]) <= int(cpu) <= int(a[-1]) for a in spans), seen
+
+
 def test_a_crash_in_the_comparison_leaves_the_tests_results_and_says_so(pytester):
     repository(pytester)
     pytester.makeconftest(
