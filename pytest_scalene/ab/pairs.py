@@ -242,7 +242,7 @@ def _pin(workers: Sequence[WorkerProcess], cpu: int) -> None:
 
 def pair_cpu() -> int | None:
     """The one CPU every measured run uses, or None where this process may use only one (or
-    cannot set affinities): the last it may use (CPU 0 takes more of the kernel's work)."""
+    cannot set affinities): the last it may use (CPU 0 often takes more of the kernel's work)."""
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     return cpus[-1] if len(cpus) > 1 else None
 
