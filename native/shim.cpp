@@ -281,14 +281,14 @@ ShimSample base_sample(int32_t kind, int64_t footprint) {
   return s;
 }
 
-// `p`: the allocation that triggered it (nullptr for a free).
+// The peak as a running max: a compare-and-swap loop, not a last-writer-wins store.
 inline void raise_peak(int64_t footprint) {
   int64_t peak = g.peak.load(relaxed);
-  while (UNLIKELY(footprint > peak) &&  // a max, not a last-writer-wins store
-         !g.peak.compare_exchange_weak(peak, footprint, relaxed)) {
+  while (UNLIKELY(footprint > peak) && !g.peak.compare_exchange_weak(peak, footprint, relaxed)) {
   }
 }
 
+// `p`: the allocation that triggered it (nullptr for a free).
 __attribute__((noinline)) void sample_footprint(void* p) {
   int saved_errno = errno;
   if (!enter_rare()) return;

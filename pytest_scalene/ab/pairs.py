@@ -1,9 +1,9 @@
 """Long-lived worker sessions (worker.py), WORKERS_PER_SIDE in each tree, and the paired runs: for
-each test, setup in every worker, one warm-up run each, then pairs of runs, each in the next
-worker of each side (round robin), alternating which side goes first, until the sequential
-rule (verdict.py) decides, on the test's time and on each function's (a function still unsure
-takes the pairs on to the next stage). A worker that dies, hangs or
-fails a test makes a note, never a hang: every reply has a timeout."""
+each test, setup in every worker, one warm-up run each, then pairs of runs, all on one CPU, each
+in the next worker of each side (round robin), alternating which side goes first, until the
+sequential rule (verdict.py) decides, on the test's time and on each function's (a function
+still unsure takes the pairs on to the next stage). A worker that dies, hangs or fails a test
+makes a note, never a hang: every reply has a timeout."""
 
 from __future__ import annotations
 
@@ -277,6 +277,13 @@ def compare_test(
     (round robin). WorkerError propagates."""
     outcome = Outcome(nodeid)
     everyone = [*bases, *currents]
+    # Every run on one CPU, the same for both sides, warm-ups included, and that CPU kept busy
+    # from pair to pair: when pairs moved to a CPU that had been idle, the run that came first
+    # there (always the baseline's) read slower by 15% or more in 13% of pairs, against 4% for
+    # the other side, and unchanged code read 0.88-0.95x in 5 of 228 comparisons.
+    cpu = pair_cpu()
+    if cpu is not None:
+        _pin(everyone, cpu)
     names = [w.side.name for w in everyone]
     setups = [w.request({"cmd": "setup", "nodeid": nodeid}, SETUP_TIMEOUT_S) for w in everyone]
     try:
@@ -295,13 +302,6 @@ def compare_test(
         for w in everyone:  # the warm-up's samples are not pooled
             w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)
         decided = None
-        # Every run on one CPU, the same for both sides, and that CPU kept busy from pair to
-        # pair: when pairs moved to a CPU that had been idle, the run that came first there
-        # (always the baseline's) read slower by 15% or more in 13% of pairs, against 4% for
-        # the other side, and unchanged code read 0.88-0.95x in 5 of 228 comparisons.
-        cpu = pair_cpu()
-        if cpu is not None:
-            _pin(everyone, cpu)
         with _coordinator_elsewhere(cpu):
             while decided is None:
                 n = len(outcome.ratios)

@@ -121,8 +121,8 @@ def _allocation_growth(
     return [g for g in grown if g[0] > 0]
 
 
-def _alloc(entry: LineEntry) -> float:
-    return entry.metrics.get("alloc_mb", 0.0)
+def _alloc(entry: LineEntry | None) -> float:
+    return 0.0 if entry is None else entry.metrics.get("alloc_mb", 0.0)
 
 
 def _with_limit(finding: Finding, rule: NoiseRule) -> Finding:
@@ -350,16 +350,14 @@ class _Judge:
         def reference(b: LineEntry | None) -> float:  # a line's peak is within its test's,
             return max(base_total, self.value(b))  # unless a file was merged or edited
 
-        above = [
+        above = [  # `> base_total` first: most lines are within it (a hot path, benchmarks/)
             (b, c)
             for b, c in [*pairs, *((None, c) for c in new)]
             if self.value(c) > base_total and self.regressed(reference(b), self.value(c))
         ]
-        grew = [
-            (b, c)
-            for b, c in above
-            if self.name == "peak_mb" and _alloc(c) - (_alloc(b) if b else 0.0) > self.floor
-        ]
+        grew = []
+        if self.name == "peak_mb":  # host memory: each line's own allocation is known
+            grew = [(b, c) for b, c in above if _alloc(c) - _alloc(b) > self.floor]
         findings = []
         for b, c in grew or above:
             before, after = reference(b), self.value(c)
