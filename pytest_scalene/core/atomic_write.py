@@ -10,6 +10,11 @@ from pathlib import Path
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
+# A folder for the temporary files of writes into a directory that people commit (baselines/):
+# a kill between creating the temporary file and renaming it into place (SIGKILL, a CI job's
+# timeout) leaves the file behind, and there `git add` would pick it up. This folder ignores
+# itself, and the next write into it removes what an earlier one left.
+SCRATCH_FOLDER = ".pytest-scalene-tmp"
 
 
 def _umask() -> int:
@@ -37,12 +42,38 @@ def _swap_in(tmp: str, target: Path) -> bool:
     return True
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str, durable: bool = True) -> None:
+def scratch_folder(directory: str | os.PathLike[str]) -> Path:
+    """`directory`'s folder for temporary files, made if missing, with a .gitignore that
+    ignores all of it (written first, so that git never sees a temporary file there)."""
+    folder = Path(directory) / SCRATCH_FOLDER
+    ignore = folder / ".gitignore"
+    if not ignore.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        ignore.write_text("# pytest-scalene's temporary files: never committed\n*\n")
+    return folder
+
+
+def remove_leftovers(folder: str | os.PathLike[str]) -> None:
+    """Remove temporary files that killed writes left in `folder`; call it only where no other
+    process can be writing there (under the directory's lock)."""
+    for leftover in Path(folder).glob(".*.tmp"):
+        leftover.unlink(missing_ok=True)
+
+
+def write_text_atomic(
+    path: str | os.PathLike[str],
+    text: str,
+    durable: bool = True,
+    scratch: str | os.PathLike[str] | None = None,
+) -> None:
     """`durable=False` skips fsync: the file still replaces the old one whole, and survives the
-    writing process's crash; only a machine crash could lose it (for frequent checkpoints)."""
+    writing process's crash; only a machine crash could lose it (for frequent checkpoints).
+    `scratch`: where the temporary file is made (on the target's file system), instead of
+    beside the target."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    folder = target.parent if scratch is None else Path(scratch)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode of new files
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..core.atomic_write import write_text_atomic
+from ..core.atomic_write import remove_leftovers, scratch_folder, write_text_atomic
 from ..core.dir_lock import locked
 from ..core.natural_values import is_number
 
@@ -139,7 +139,7 @@ def dumps(baseline: ModuleBaseline) -> str:
 
 def write(baseline_dir: str | os.PathLike[str], baseline: ModuleBaseline) -> Path:
     path = path_for(baseline_dir, baseline.module)
-    write_text_atomic(path, dumps(baseline))
+    write_text_atomic(path, dumps(baseline), scratch=scratch_folder(baseline_dir))
     return path
 
 
@@ -348,6 +348,7 @@ def save(
     for nodeid, entry in entries.items():
         by_module.setdefault(module_of(nodeid), {})[nodeid] = entry
     with locked(baseline_dir):  # another run may be saving into this directory now
+        remove_leftovers(scratch_folder(baseline_dir))  # a killed save's; none is writing now
         return [
             _save_module(baseline_dir, module, tests, interval_s, clock, repeat, keep)
             for module, tests in sorted(by_module.items())
