@@ -1,0 +1,99 @@
+"""The real-suite gate benchmark's injections (benchmarks/real_suites_gates.py): each edit keeps
+the function's results, lands where the benchmark says (the leak's line, the spin's line), and
+the slowdown is there when on and gone when off."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "real_suites_gates.py"
+_spec = importlib.util.spec_from_file_location("real_suites_gates", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+gates_bench = importlib.util.module_from_spec(_spec)
+sys.modules["real_suites_gates"] = gates_bench
+_spec.loader.exec_module(gates_bench)
+
+SOURCE = '''
+class Parser:
+    def parse(self, n):
+        """Sum of squares, recursively: the slowdown must apply to the outermost call only."""
+        if n == 0:
+            return 0
+        return n * n + self.parse(n - 1)
+
+
+def busy(values):
+    total = 0
+    for v in values:
+        total += v
+    return total
+'''
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _target(function: str, copy: str = "") -> object:
+    return gates_bench.Target("pkg.py", function, "pkg", "", "", copy=copy)
+
+
+@pytest.mark.parametrize("kind", ["leak", "copy", "slow-1.5"])
+def test_an_injection_keeps_the_results_and_names_its_line(tmp_path: Path, kind: str) -> None:
+    (tmp_path / "pkg.py").write_text(SOURCE)
+    target = _target("Parser.parse", copy="n = int(str(n))")
+    line = gates_bench.inject(tmp_path, target, kind)
+    text = (tmp_path / "pkg.py").read_text().splitlines()[line - 1]
+    expected = {"leak": "_pss_leaked.append", "copy": "n = int(str(n))", "slow-1.5": "while"}
+    assert expected[kind] in text and (kind != "leak" or gates_bench.MARK in text)
+    module = _load(tmp_path / "pkg.py", f"pkg_{kind.replace('-', '_').replace('.', '_')}")
+    assert module.Parser().parse(30) == sum(i * i for i in range(31))
+    if kind == "leak":
+        assert len(module._pss_leaked) == 31  # every call, recursive ones included
+
+
+def test_the_slowdown_costs_its_factor_and_turns_off(tmp_path: Path) -> None:
+    (tmp_path / "pkg.py").write_text(SOURCE)
+    gates_bench.inject(tmp_path, _target("busy"), "slow-2.0")
+    module = _load(tmp_path / "pkg.py", "pkg_slow")
+    values = list(range(200_000))
+
+    def best() -> float:
+        times = []
+        for _ in range(5):
+            start = time.thread_time()
+            module.busy(values)
+            times.append(time.thread_time() - start)
+        return min(times)
+
+    ratios = []
+    for _ in range(5):
+        module._pss_on[0] = False
+        off = best()
+        module._pss_on[0] = True
+        ratios.append(best() / off)
+    ratios.sort()
+    assert 1.6 < ratios[2] < 2.6, ratios  # 2x asked; the machine's load moves CPU time
+
+
+def test_a_missing_function_is_named(tmp_path: Path) -> None:
+    (tmp_path / "pkg.py").write_text(SOURCE)
+    with pytest.raises(LookupError, match="Parser.missing"):
+        gates_bench.inject(tmp_path, _target("Parser.missing"), "leak")
+
+
+def test_the_subset_takes_the_hottest_half_then_a_spread() -> None:
+    shares = {f"t{i:02}": i / 100 for i in range(40)}
+    picked = gates_bench.subset(shares, 10)
+    assert len(picked) == 10
+    assert {f"t{i:02}" for i in range(35, 40)} <= set(picked)  # the five largest shares
+    assert min(picked) < "t10"  # and the rest spread down to the smallest
