@@ -6,13 +6,12 @@ results and how to read them.
 Each suite is a pinned sdist (pip download, as scripts/real_suites.py does), unpacked into a git
 repository of its own (the A/B mode compares the working tree with HEAD). Injections edit one
 hot function of the suite's package, found by its qualified name:
-- slow-1.2 / slow-1.5: at the end of each outermost call, a spin on perf_counter for 0.2 (0.5)
-  times the time the call took, inside the function itself (so that it, not a helper, is the
-  culprit). perf_counter costs 85 ns a read here (thread_time 1.1 us, which alone slowed a 10 us
-  call 1.2x); a preemption inside a call stretches its spin, rare for calls of microseconds.
+- slow-1.2 / slow-1.5: at the end of each outermost call, an empty loop inside the function
+  itself (so that it, not a helper, is the culprit) that costs 0.2 (0.5) times the thread CPU
+  time the call took, counted in iterations (RATE_SOURCE), less the cost of the two clock reads.
   The real factor is measured with timeit on the thread's CPU clock (a BLAS pool's spinning
-  threads count in the process's), the slowdown turned off and on in turn in one process, the
-  median over rounds (the two CPUs here are shared: the same code's CPU time moves 30%);
+  threads count in the process's), the slowdown turned off (no clock reads) and on in turn in
+  one process, the median over rounds; a call shorter than ~11 us reads slower than asked;
 - leak: each call keeps 100 KB in a module-level list;
 - copy: each call copies its input once more (where the suite has a copy to double).
 
@@ -168,6 +167,31 @@ def _body_start(node: ast.FunctionDef) -> int:
     return first.lineno - 1
 
 
+# How many iterations of an empty loop cost `seconds` of CPU time, less what the two reads of
+# the thread's CPU clock around the call cost (1.1 us each here: a 10 us call would read slower
+# by them alone). Measured again every 0.2 s (0.3 ms each time): the two CPUs here are shared,
+# and the same loop's speed moves with what runs beside it. Counted iterations cost CPU time
+# whatever the load; a spin on a clock would not (preempted, it ends having used less CPU).
+RATE_SOURCE = """
+_pss_calibration = [0.0, 0.0, -1.0]  # iterations per CPU second, a clock read's cost, when
+def _pss_iterations(seconds):
+    now = _pss_time.perf_counter()
+    if now - _pss_calibration[2] > 0.2:
+        start = _pss_time.thread_time()
+        for _pss_i in range(20000):
+            pass
+        middle = _pss_time.thread_time()
+        for _pss_i in range(100):
+            _pss_time.thread_time()
+        end = _pss_time.thread_time()
+        if middle > start:
+            _pss_calibration[0] = 20000 / (middle - start)
+        _pss_calibration[1] = (end - middle) / 100
+        _pss_calibration[2] = now
+    return max(0, int((seconds - 2 * _pss_calibration[1]) * _pss_calibration[0]))
+"""
+
+
 def inject(directory: Path, target: Target, kind: str) -> int:
     """Edit the target function in place; returns the 1-based line of the injected statement
     (the leak's allocation, the copy, or the spin loop)."""
@@ -179,6 +203,7 @@ def inject(directory: Path, target: Target, kind: str) -> int:
     # _pss_on: timeit turns the slowdown off and on in one process (real_factor).
     tail = [f"\nimport time as _pss_time  {MARK}\n_pss_leaked = []\n_pss_depth = [0]\n"]
     tail.append("_pss_on = [True]\n")
+    tail.append(RATE_SOURCE)
     if kind == "leak":
         added = [f"_pss_leaked.append(bytearray({LEAK_BYTES}))  {MARK}\n"]
         at = 0
@@ -192,16 +217,15 @@ def inject(directory: Path, target: Target, kind: str) -> int:
         body = ["    " + line if line.strip() else line for line in lines[start:end]]
         spin = [
             f"_pss_depth[0] += 1  {MARK}\n",
-            "_pss_t0 = _pss_time.perf_counter() if _pss_on[0] else 0.0\n",
+            "_pss_t0 = _pss_time.thread_time() if _pss_on[0] else 0.0\n",
             "try:\n",
         ]
         after = [
             "finally:\n",
             "    _pss_depth[0] -= 1\n",
             "    if not _pss_depth[0] and _pss_on[0]:\n",
-            f"        _pss_spent = (_pss_time.perf_counter() - _pss_t0) * {factor - 1:.3f}\n",
-            "        _pss_end = _pss_time.perf_counter() + _pss_spent\n",
-            "        while _pss_time.perf_counter() < _pss_end:\n",
+            f"        _pss_spins = (_pss_time.thread_time() - _pss_t0) * {factor - 1:.3f}\n",
+            "        for _pss_i in range(_pss_iterations(_pss_spins)):\n",
             "            pass\n",
         ]
         lines[start:end] = [indent + x for x in spin] + body + [indent + x for x in after]
@@ -442,8 +466,10 @@ def run_mode(
     hot: set[str],
     plain_wall: float,
     nodeids: list[str] | None = None,
+    called: set[str] = frozenset(),
 ) -> ModeResult:
-    """`nodeids`: the subset to run (None: the whole suite); `plain_wall`: plain pytest's wall
+    """`hot`: the tests that spend >= SHARE_FLOOR in the target; `called`: every test that calls
+    it; `nodeids`: the subset to run (None: the whole suite); `plain_wall`: plain pytest's wall
     time for the same tests."""
     result = ModeResult(gate.suite.name, mode, tests=len(nodeids) if nodeids else 0)
     if nodeids:
@@ -464,17 +490,27 @@ def run_mode(
         for nodeid, verdicts in failed_verdicts(run).items():
             result.false_failures.append(f"run {k + 1}: {nodeid}: {verdicts[0]['message'][:160]}")
     result.cost = sorted(walls)[len(walls) // 2] / plain_wall if walls else 0.0
-    for kind in ("slow-1.2", "slow-1.5"):
+    kinds = ["slow-1.2", "slow-1.5"]
+    if mode == "stored" and gate.target.copy:
+        kinds.append("copy")  # copy volume is judged against stored figures only
+    for kind in kinds:
         inject(directory, gate.target, kind)
         try:
             run = pytest_run(directory, gate, compare, nodeids)
         finally:
             restore(directory)
         failing = failed_verdicts(run)
+        if kind == "copy":  # judged in every test that calls the function, on the copy metrics
+            failing = {
+                n: [v for v in found if v.get("metric", "").startswith("copy")]
+                for n, found in failing.items()
+            }
+            failing = {n: found for n, found in failing.items() if found}
+        targets = called if kind == "copy" else hot
         name = gate.target.function.split(".")[-1]
-        caught = [n for n in hot if n in failing]
+        caught = [n for n in targets if n in failing]
         named = [n for n in caught if any(name in (v.get("message") or "") for v in failing[n])]
-        result.caught[kind] = (len(caught), len(named), len(hot))
+        result.caught[kind] = (len(caught), len(named), len(targets))
     return result
 
 
@@ -502,16 +538,18 @@ def markdown(
 ) -> str:
     rows = [
         "| suite | mode | unchanged runs | false failures | not judged | 1.2x caught / named / "
-        "tests >= 20% | 1.5x caught / named / tests | cost vs plain |",
-        "|---|---|---|---|---|---|---|---|",
+        "tests >= 20% | 1.5x caught / named / tests | cost vs plain | copy: caught / calling "
+        "tests |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         c12, c15 = r.caught.get("slow-1.2", (0, 0, 0)), r.caught.get("slow-1.5", (0, 0, 0))
+        copy = r.caught.get("copy")
         rows.append(
             f"| {r.suite} | {r.mode} ({r.tests or 'all'} tests) | {r.unchanged_runs} | "
             f"{len(r.false_failures)} | "
             f"{r.not_judged} | {c12[0]} / {c12[1]} / {c12[2]} | {c15[0]} / {c15[1]} / {c15[2]} | "
-            f"{r.cost:.1f}x |"
+            f"{r.cost:.1f}x | {f'{copy[0]} / {copy[2]}' if copy else 'n/a'} |"
         )
     rows += [
         "",
@@ -578,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
                 hot,
                 small.wall_s if costly else base.wall_s,
                 picked if costly else None,
+                {n for n, share in suite_shares.items() if share > 0},
             )
             print(f"  {mode}: {result}", flush=True)
             results.append(result)
