@@ -141,12 +141,14 @@ def _leaks(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
             rows.append(f"{INDENT}and {more} more (--profile-json lists them all)")
         out += _ranked(title, rows)
     retained = [
-        fit(f"{INDENT}{describe_retained(row)}  {_source_text(rootdir, row.file, row.line)}", width)
+        fit(
+            f"{INDENT}{describe_retained(row)}  {_source_text(rootdir, row.file, row.line)}", width
+        ).rstrip()
         for row in retained_lines(t.extra for t in tests)
     ]
     return out + _ranked(
-        f"Memory retained across tests (>= {SESSION_RETAINED_MB:g} MB at one line over"
-        f" {SESSION_MIN_TESTS}+ tests, still held when each test ended):",
+        f"Memory retained across tests (>= {SESSION_RETAINED_MB:g} MB at one line,"
+        f" {SESSION_MIN_TESTS}+ tests):",
         retained,
     )
 
