@@ -13,6 +13,7 @@ import pytest
 from shim_support import QUICK, needs_shim
 
 from pytest_scalene.core.model import SessionProfile, TestProfile
+from pytest_scalene.gates.leak_confirm import NOT_REPEATABLE
 from pytest_scalene.reports.summary import render_summary
 from pytest_scalene.sampling import leaks
 
@@ -169,6 +170,29 @@ def test_a_leak_thin_over_many_tests_is_reported_at_its_line(pytester: pytest.Py
     summary = result.stdout.str().split("pytest-scalene profile")[-1]
     assert "Memory retained across tests" in summary, summary
     assert f"helpers.py:{line} in leak_a_little (" in summary, summary
+
+
+@needs_shim
+@pytest.mark.slow
+def test_the_leak_gate_fails_a_confirmed_leak_only(pytester: pytest.Pytester) -> None:
+    result, tests = _run(pytester, LEAK_AND_CACHES, "--profile-fail-on-leak")
+    # The caches and the test that leaks but fails when run again pass; the leak fails.
+    result.assert_outcomes(passed=3, failed=2)
+    line = _line_of(pytester.path / "helpers.py", "# LEAK")
+    result.stdout.fnmatch_lines([f"*1 leak detected, budget leaks=False*helpers.py:{line}*"])
+    assert tests["test_suite.py::test_leaky_hot_path"]["outcome"] == "failed"
+    for name in ("test_lru_cache", "test_dict_memo", "test_passes_once_only"):
+        assert tests[f"test_suite.py::{name}"]["outcome"] == "passed", name
+
+
+@needs_shim
+@pytest.mark.slow
+def test_a_test_that_is_not_repeatable_is_not_run_again(pytester: pytest.Pytester) -> None:
+    result, tests = _run(pytester, LEAK_AND_CACHES, "--profile-repeat=2")
+    result.assert_outcomes(passed=4, failed=1)
+    once = tests["test_suite.py::test_passes_once_only"]
+    assert once["leaks"] == [] and [h["why"] for h in once["held"]] == [NOT_REPEATABLE]
+    assert tests["test_suite.py::test_leaky_hot_path"]["leaks"], "repeats confirm nothing"
 
 
 # -- the judging functions, on synthetic figures ---------------------------------------------------

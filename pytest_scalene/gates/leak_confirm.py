@@ -19,7 +19,9 @@ import pytest
 from ..core.model import TestProfile
 from ..sampling import leaks
 from ..sampling.profiler import Profiler
-from .repeat import first_run_recorded_outcome, rerun_of
+from .repeat import NOT_REPEATABLE_KEY, first_run_recorded_outcome, rerun_of
+
+NOT_REPEATABLE = "not confirmed: the test is not repeatable (a repeat failed or skipped)"
 
 
 def _failure(exc: BaseException) -> str:
@@ -56,7 +58,10 @@ def confirm_leaks(profiler: Profiler, item: pytest.Item) -> None:
     suspects = [s for s in held if isinstance(s, dict) and s.get("why") == leaks.NOT_RUN_AGAIN]
     if not suspects or first_run_recorded_outcome(item):
         return  # a unittest failure or skip: the suspects stay "not run again"
-    again = _run_again(profiler, item)
+    if NOT_REPEATABLE_KEY in profile.extra:  # a repeat already failed: another run would too
+        again: TestProfile | str = NOT_REPEATABLE
+    else:
+        again = _run_again(profiler, item)
     if isinstance(again, str):
         for suspect in suspects:
             suspect["why"] = again
