@@ -46,7 +46,7 @@ def _run_again(profiler: Profiler, item: pytest.Item) -> TestProfile | str:
     finally:
         again = tests.pop(item.nodeid, None)
         tests[item.nodeid] = first
-    return again if again is not None else "not confirmed: the run again was not profiled"
+    return again if again is not None else "not confirmed: the second run was not profiled"
 
 
 def confirm_leaks(profiler: Profiler, item: pytest.Item) -> None:
