@@ -128,7 +128,7 @@ def test_terminal_names_the_leaks_test_line_rate_and_size(pytester: pytest.Pytes
     # The test, then where, the rate and the size, on the lines under it.
     listed = summary.split("Likely leaks")[1].splitlines()
     at = next(i for i, s in enumerate(listed) if "test_suite.py::test_leaky_hot_path" in s)
-    text = " ".join(listed[at + 1 : at + 3])
+    text = " ".join(" ".join(listed[at + 1 : at + 3]).split())  # wrapped at any width
     assert f"helpers.py:{line} in hot" in text, text
     assert " MB/s" in text and f"{leak['leaked_mb']:.1f} MB kept" in text, text
 
