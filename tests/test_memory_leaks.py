@@ -106,7 +106,14 @@ def test_leak_report_needs_growth_and_probability() -> None:
     unsure = leaks.LineEvidence(LineKey("t.py", 9, "g"), 30, 10, 60.0)
     assert leaks.report([sure, unsure], grew=False, elapsed_s=2.0) == []
     assert leaks.report([sure, unsure], grew=True, elapsed_s=2.0) == [
-        {"file": "t.py", "line": 3, "probability": sure.probability, "rate_mb_s": 30.0}
+        {
+            "file": "t.py",
+            "line": 3,
+            "function": "f",
+            "probability": sure.probability,
+            "rate_mb_s": 30.0,
+            "leaked_mb": 0.0,
+        }
     ]
     assert leaks.footprint_grew(100 << 20, 102 << 20)
     assert not leaks.footprint_grew(100 << 20, 100 << 20)

@@ -28,6 +28,7 @@ from .baseline_keep import within_noise
 from .budgets import MARKER, Budget, BudgetError, check, parse_marks
 from .comparison import CPU_TIMED, NoiseRule, compare
 from .findings import Comparison
+from .leak_confirm import confirm_leaks
 from .metrics import METRICS, Availability
 from .repeat import (
     CONFIRM_PAUSES_S,
@@ -111,7 +112,8 @@ class Gates:
             pytest.fail(error, pytrace=False)  # the test does not run: its marker is wrong
 
     def after_call(self, item: pytest.Item) -> None:
-        """The first run is profiled: --profile-repeat's runs, then the CPU confirmation."""
+        """The first run is profiled: --profile-repeat's runs, then the CPU confirmation, then
+        the leak confirmation."""
         if item.nodeid not in self.profiler.session.tests:
             return
         if first_run_recorded_outcome(item):
@@ -122,6 +124,7 @@ class Gates:
             run_again(self.profiler, item.nodeid, repeat.runs - 1, rerun, repeat.seconds)
         if self.options.compare and self.options.measure == "time":
             self._confirm_cpu_regressions(item)
+        confirm_leaks(self.profiler, item)  # a suspected leak must grow again when run again
 
     def _confirm_cpu_regressions(self, item: pytest.Item) -> None:
         """A CPU regression must survive more runs after a pause before it fails: on a shared

@@ -1,8 +1,9 @@
 """The default end-of-session terminal report: one screen for a suite of any size.
 
 Totals; how many tests were too short to measure; the costliest tests and lines of the whole
-suite by CPU and by memory; every failed budget and regression with its line; the tests a repeat
-could not run again. Per test details (terminal_report.render) come with -v or
+suite by CPU and by memory; each likely leak and held suspect with its test and line, and
+lines that retained memory across tests; every failed budget and regression with its line; the
+tests a repeat could not run again. Per test details (terminal_report.render) come with -v or
 --profile-details; the JSON and HTML reports hold everything.
 """
 
@@ -15,10 +16,19 @@ from typing import Any
 from ..core.model import SessionProfile, TestProfile
 from ..core.verdict import REGRESSION
 from ..gates.repeat import NOT_REPEATABLE_KEY
+from ..sampling.leaks import SESSION_MIN_TESTS, SESSION_RETAINED_MB
+from .leak_lines import (
+    describe_held,
+    describe_leak,
+    describe_retained,
+    held,
+    likely_leaks,
+    retained_lines,
+)
 from .terminal import INDENT, WIDTH, _num, _source, _summary, _test_peak, _verdict_text, _wrap, fit
 
 TOP = 5  # tests and lines in each ranking
-MAX_LISTED = 10  # not-repeatable tests named before "and N more"
+MAX_LISTED = 10  # not-repeatable tests, leaks, held suspects named before "and N more"
 MIN_SHOWN = 0.005  # a test ranked under 0.005 s or MB would read as 0.00
 
 
@@ -109,6 +119,40 @@ def _top_lines(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
     return out
 
 
+def _source_text(rootdir: str, file: str, line: int) -> str:
+    return (_source(rootdir, file, line) or "").strip()
+
+
+def _leaks(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
+    """Each likely leak and held suspect with its test and line; lines retaining memory across
+    the session's tests (a leak too thin to score in any one test)."""
+    out: list[str] = []
+    for title, entries, describe in (
+        ("Likely leaks (grew again when the test ran again):", likely_leaks, describe_leak),
+        ("Held, not confirmed as leaks:", held, describe_held),
+    ):
+        found = [(t.nodeid, entry) for t in tests for entry in entries(t.extra)]
+        rows: list[str] = []
+        for nodeid, entry in found[:MAX_LISTED]:
+            rows.append(fit(f"{INDENT}{nodeid}", width, keep_end=True))
+            rows += _wrap(describe(entry), width, INDENT * 2, INDENT * 4)
+        if len(found) > MAX_LISTED:
+            more = len(found) - MAX_LISTED
+            rows.append(f"{INDENT}and {more} more (--profile-json lists them all)")
+        out += _ranked(title, rows)
+    retained = [
+        fit(
+            f"{INDENT}{describe_retained(row)}  {_source_text(rootdir, row.file, row.line)}", width
+        ).rstrip()
+        for row in retained_lines(t.extra for t in tests)
+    ]
+    return out + _ranked(
+        f"Memory retained across tests (>= {SESSION_RETAINED_MB:g} MB at one line,"
+        f" {SESSION_MIN_TESTS}+ tests):",
+        retained,
+    )
+
+
 def _failed_gates(tests: list[TestProfile], width: int) -> list[str]:
     out: list[str] = []
     for profile in tests:
@@ -162,6 +206,7 @@ def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) ->
     blocks += [
         _top_tests(tests, width),
         _top_lines(tests, rootdir, width),
+        _leaks(tests, rootdir, width),
         _failed_gates(tests, width),
         _not_repeatable(tests, width),
     ]

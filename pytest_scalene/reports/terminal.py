@@ -18,6 +18,7 @@ from ..core.model import LineKey, LineStats, SessionProfile, TestProfile
 from ..core.natural_values import number_or_zero
 from ..core.source import source_line
 from ..core.verdict import BUDGET, REGRESSION, Verdict
+from .leak_lines import describe_held, describe_leak, held
 from .sparkline import timeline_sparkline
 
 WIDTH = 100
@@ -283,12 +284,10 @@ def _header(profile: TestProfile, width: int) -> list[str]:
     for verdict in profile.verdicts:
         label = VERDICT_LABELS[_verdict_kind(verdict), verdict.passed]
         out += _wrap(_verdict_text(verdict), width, f"{INDENT}{label} ", INDENT + " " * 12)
-    for (file, line), leak in sorted(_leaks(profile).items()):
-        text = (
-            f"{file}:{line}  probability {100 * _num(leak.get('probability')):.0f}%"
-            f"  {_num(leak.get('rate_mb_s')):.1f} MB/s"
-        )
-        out += _wrap(text, width, f"{INDENT}leak        ", INDENT + " " * 12)
+    for _, leak in sorted(_leaks(profile).items()):
+        out += _wrap(describe_leak(leak), width, f"{INDENT}leak        ", INDENT + " " * 12)
+    for entry in held(profile.extra):
+        out += _wrap(describe_held(entry), width, f"{INDENT}held        ", INDENT + " " * 12)
     return out
 
 
@@ -368,6 +367,9 @@ def _summary(tests: list[TestProfile], width: int) -> list[str]:
     leaks = sum(len(_leaks(t)) for t in tests)
     if leaks:
         parts.append(f"{leaks} likely leak{'s' if leaks != 1 else ''}")
+    kept = sum(len(held(t.extra)) for t in tests)
+    if kept:
+        parts.append(f"{kept} held (not confirmed as leaks)")
     return _wrap("  ".join(parts), width, "", INDENT)
 
 
