@@ -376,6 +376,7 @@ def pytest_run(
     with tempfile.TemporaryDirectory(prefix="pss-gates-") as scratch:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
         env["PYTHONPATH"] = os.pathsep.join([str(directory / gate.suite.pythonpath), scratch])
+        env["COLUMNS"] = "200"  # the summary's lines unwrapped
         env.update(env_extra or {})
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN"]
         if plugin:
@@ -514,6 +515,20 @@ def run_mode(
     return result
 
 
+def leak_section(output: str) -> list[str]:
+    """The lines of the terminal summary's likely-leak list (up to its blank line)."""
+    lines = output.splitlines()
+    start = next((i for i, s in enumerate(lines) if s.startswith("Likely leaks")), None)
+    if start is None:
+        return []
+    found = []
+    for text in lines[start + 1 :]:
+        if not text.strip():
+            break
+        found.append(text.strip())
+    return found
+
+
 def leak_check(directory: Path, gate: GateSuite) -> dict[str, Any]:
     """--profile on the leaking tree: is the injected line in the terminal's leak list, and
     does the unchanged tree list any leak?"""
@@ -524,9 +539,9 @@ def leak_check(directory: Path, gate: GateSuite) -> dict[str, Any]:
         leaking = pytest_run(directory, gate, ("--profile",))
     finally:
         restore(directory)
-    where = f"{Path(gate.target.file).name}:{line}"
-    in_terminal = [s for s in leaking.output.splitlines() if where in s and "leak" in s.lower()]
-    clean_leaks = [s for s in clean.output.splitlines() if "likely leak" in s.lower()]
+    where = f"{gate.target.file}:{line}"
+    in_terminal = [s for s in leak_section(leaking.output) if where in s]
+    clean_leaks = [s for s in leak_section(clean.output) if ":" in s and "probability" in s]
     return {"line": where, "in_terminal": in_terminal[:3], "unchanged_flagged": clean_leaks[:5]}
 
 
