@@ -18,6 +18,19 @@ from pathlib import Path
 from . import git_tree, pairs, verdict
 from .worker import _SKIP_PARTS
 
+# Notes on tests that have nothing to be compared with (a new test, a changed setup): counted,
+# but they do not fail the run as the other notes (the comparison failed to judge) do.
+NOT_COMPARABLE = (
+    "not judged: the test exists on the",
+    "not judged: its setup (the source of its fixtures) differs",
+)
+
+
+def comparable(note: str) -> bool:
+    """Whether a test with this note could have been judged (its note is a failure to): a
+    test missing on a side that had collection errors could."""
+    return not note.startswith(NOT_COMPARABLE) or "collection errors" in note
+
 
 class SameCodeError(Exception):
     """Both sides would import the code under test from the same place."""
@@ -162,14 +175,12 @@ def _compare_all(
     for nodeid in nodeids:
         if nodeid not in base.tests or nodeid not in cur.tests:
             where, other = (cur, base) if nodeid in cur.tests else (base, cur)
-            note = f"not judged: the test exists on the {where.name} side only"
+            note = f"{NOT_COMPARABLE[0]} {where.name} side only"
             if other.collection_errors:
                 note += f" (the {other.name} side had {other.collection_errors} collection errors)"
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=note)
         elif base.tests[nodeid] != cur.tests[nodeid]:
-            result.outcomes[nodeid] = pairs.Outcome(
-                nodeid, note="not judged: its setup (the source of its fixtures) differs"
-            )
+            result.outcomes[nodeid] = pairs.Outcome(nodeid, note=NOT_COMPARABLE[1])
     judged = [n for n in both if n not in result.outcomes]
     again = _measure(judged, workers, result)
     for nodeid in judged:
@@ -208,7 +219,7 @@ def _measure(
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
             for rest in nodeids[i + 1 :]:
                 result.outcomes[rest] = pairs.Outcome(
-                    rest, note="not judged: a worker ended before its turn"
+                    rest, note=f"not judged: a worker ended before its turn ({exc})"
                 )
             break
         result.outcomes[nodeid] = outcome
