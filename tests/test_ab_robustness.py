@@ -133,7 +133,9 @@ def test_the_controller_raises_the_workers_error_and_a_dead_workers_output(tmp_p
     process = pairs.WorkerProcess.__new__(pairs.WorkerProcess)
     process.side = pairs.Side("baseline", tmp_path, tmp_path)
     process.buffer = b'{"failed": "KeyError: \'x\' (at worker.py:12 _serve)"}\n'
-    with pytest.raises(pairs.WorkerError, match=r"baseline worker failed: KeyError: 'x' \(at"):
+    with pytest.raises(
+        pairs.WorkerError, match=r"baseline worker failed during its start-up: KeyError: 'x' \(at"
+    ):
         process.receive(1.0)
     # A worker that died: its exit status and its output's last lines, whatever is asked.
     process.log_path = tmp_path / "output.txt"
@@ -146,7 +148,7 @@ def test_the_controller_raises_the_workers_error_and_a_dead_workers_output(tmp_p
             process.request({"cmd": "teardown"}, 1.0)
     finally:
         os.close(process.from_worker)
-    assert "ended (exit status -11)" in str(died.value)
+    assert "ended (exit status -11) during 'teardown' of" in str(died.value)
     assert "Fatal Python error: Segmentation fault" in str(died.value)
 
 
@@ -168,6 +170,10 @@ def test_the_statistic_is_the_median_of_the_paired_ratios():
     assert pairs.decide(outcome) == "pass" and outcome.test_verdict == "pass"
     # And the other way: a few fast outliers do not hide a slowdown.
     assert verdict.decide([1.5] * 8 + [0.2] * 2) == "fail"
+
+
+def no_progress(nodeid: str) -> None:
+    pass
 
 
 def fake_workers() -> list[Any]:
@@ -192,7 +198,7 @@ def test_a_slower_first_reading_is_confirmed_in_fresh_workers_and_the_second_dec
     side = pairs.Side("baseline", None, None, tests={"test_a.py::test_x": "k"})  # type: ignore[arg-type]
     result = ab_session.Result()
     ab_session._compare_all(
-        ["test_a.py::test_x"], side, side, fake_workers(), result, lambda _: None, restart
+        ["test_a.py::test_x"], side, side, fake_workers(), result, no_progress, restart
     )
     outcome = result.outcomes["test_a.py::test_x"]
     assert restarts == [1]
@@ -215,10 +221,44 @@ def test_a_worker_error_gives_every_test_left_its_cause(monkeypatch):
     tests = {f"t.py::test_{i}": "k" for i in range(3)}
     side = pairs.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
     result = ab_session.Result()
-    ab_session._compare_all(list(tests), side, side, fake_workers(), result, lambda _: None, list)
+    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, list)
     notes = [o.note for o in result.outcomes.values()]
     assert all("the current worker ended (exit status 3)" in note for note in notes), notes
     assert all(ab_session.comparable(note) for note in notes)
+
+
+def test_after_a_worker_error_the_next_tests_go_on_in_fresh_workers(monkeypatch):
+    """One test that kills its worker must not leave the rest of the suite unjudged; a worker
+    that fails every test is restarted MAX_RESTARTS times, then the rest carry the cause."""
+    killers = {"t.py::test_1"}
+
+    def compare_test(nodeid: str, *_: Any) -> pairs.Outcome:
+        if nodeid in killers:
+            raise pairs.WorkerError(f"the baseline worker ended (exit status 3) during {nodeid}")
+        return _reading({nodeid: [[1.0] * 10]}, nodeid)
+
+    monkeypatch.setattr(pairs, "compare_test", compare_test)
+    restarts: list[int] = []
+
+    def restart() -> list[Any]:
+        restarts.append(1)
+        return fake_workers()
+
+    tests = {f"t.py::test_{i}": "k" for i in range(8)}
+    side = pairs.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
+    result = ab_session.Result()
+    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
+    verdicts = {n: o.verdict for n, o in result.outcomes.items()}
+    assert verdicts == {n: None if n in killers else "pass" for n in tests}, result.outcomes
+    assert "exit status 3" in result.outcomes["t.py::test_1"].note and restarts == [1]
+
+    killers.update(tests)  # every test kills its worker
+    restarts.clear()
+    result = ab_session.Result()
+    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
+    assert len(restarts) == ab_session.MAX_RESTARTS
+    assert all(o.verdict is None and "exit status 3" in o.note for o in result.outcomes.values())
+    assert "before its turn" in result.outcomes["t.py::test_7"].note
 
 
 def test_only_tests_with_nothing_to_compare_with_are_not_failures_to_judge():

@@ -71,6 +71,9 @@ class Side:
 class WorkerProcess:
     """One worker session; `request` sends a command and waits for its reply."""
 
+    serving = "its start-up"  # what it was asked last, and for which test: for the messages
+    test = ""
+
     def __init__(
         self, side: Side, files: Sequence[str], wanted: Sequence[str], args: Sequence[str]
     ) -> None:
@@ -156,7 +159,9 @@ class WorkerProcess:
         line, self.buffer = self.buffer.split(b"\n", 1)
         reply = json.loads(line)
         if "failed" in reply:  # the command raised in the worker (worker.py)
-            raise WorkerError(f"the {self.side.name} worker failed: {reply['failed']}")
+            raise WorkerError(
+                f"the {self.side.name} worker failed during {self.serving}: {reply['failed']}"
+            )
         return reply
 
     def _ended(self) -> str:
@@ -167,12 +172,15 @@ class WorkerProcess:
             status = None
         tail = " | ".join(line.strip() for line in self.output_tail().splitlines()[-4:])
         return (
-            f"the {self.side.name} worker ended (exit status {status}); its output ends with: "
-            f"{tail or '(nothing)'}"
+            f"the {self.side.name} worker ended (exit status {status}) during {self.serving}; "
+            f"its output ends with: {tail or '(nothing)'}"
         )
 
     def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         data = (json.dumps(message) + "\n").encode()
+        if message.get("cmd") == "setup":
+            self.test = message.get("nodeid", "")
+        self.serving = f"'{message.get('cmd')}' of {self.test}"
         try:
             os.write(self.to_worker, data)
         except OSError:

@@ -3,7 +3,7 @@
 code under test from its own tree, then each test compared in turn.
 
 A test that reads slower is measured again in fresh worker processes and fails only if it
-reads slower there too. Tests that exist on one side only, whose setup (the source of their
+reads slower there too. After a worker error the next tests go on in fresh workers. Tests that exist on one side only, whose setup (the source of their
 fixtures) differs between the trees, or that fail or skip on either side are notes, never
 verdicts.
 """
@@ -30,6 +30,9 @@ def comparable(note: str) -> bool:
     """Whether a test with this note could have been judged (its note is a failure to): a
     test missing on a side that had collection errors could."""
     return not note.startswith(NOT_COMPARABLE) or "collection errors" in note
+
+
+MAX_RESTARTS = 3  # fresh workers after a worker error, per set of tests measured
 
 
 class SameCodeError(Exception):
@@ -182,7 +185,7 @@ def _compare_all(
         elif base.tests[nodeid] != cur.tests[nodeid]:
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=NOT_COMPARABLE[1])
     judged = [n for n in both if n not in result.outcomes]
-    again = _measure(judged, workers, result)
+    again = _measure(judged, workers, result, restart)
     for nodeid in judged:
         progress(nodeid)
     if not again:
@@ -207,19 +210,33 @@ def _compare_all(
 
 
 def _measure(
-    nodeids: Sequence[str], workers: Sequence[pairs.WorkerProcess], result: Result
+    nodeids: Sequence[str],
+    workers: Sequence[pairs.WorkerProcess],
+    result: Result,
+    restart: Callable[[], list[pairs.WorkerProcess]] | None = None,
 ) -> list[str]:
-    """Compare each test in turn into `result`; the tests whose reading must be confirmed."""
+    """Compare each test in turn into `result`; the tests whose reading must be confirmed.
+    After a worker error the next tests go on in fresh workers (`restart`), MAX_RESTARTS times:
+    one test that kills its worker leaves the others judged."""
     again = []
+    restarts = 0
     for i, nodeid in enumerate(nodeids):
         following = nodeids[i + 1] if i + 1 < len(nodeids) else None
         try:
             outcome = pairs.compare_test(nodeid, following, *_by_side(workers))
         except pairs.WorkerError as exc:
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
+            cause = exc
+            if following is not None and restart is not None and restarts < MAX_RESTARTS:
+                restarts += 1
+                try:
+                    workers = restart()
+                    continue
+                except pairs.WorkerError as failed:
+                    cause = failed
             for rest in nodeids[i + 1 :]:
                 result.outcomes[rest] = pairs.Outcome(
-                    rest, note=f"not judged: a worker ended before its turn ({exc})"
+                    rest, note=f"not judged: a worker ended before its turn ({cause})"
                 )
             break
         result.outcomes[nodeid] = outcome
