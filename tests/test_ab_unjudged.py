@@ -5,12 +5,14 @@ test_compare_ref.py; the history's is here (it needs no git repository)."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
 
 from pytest_scalene import plugin
 from pytest_scalene.config.options import EXIT_UNJUDGED
+from pytest_scalene.core import runenv
 from pytest_scalene.core.model import TestProfile
 from pytest_scalene.reports.summary import unjudged_lines
 
@@ -77,3 +79,24 @@ def test_a_history_that_cannot_judge_fails_the_run_unless_allowed(pytester):
     assert "(not a failure: --profile-allow-unjudged is set)" in allowed.stdout.str()
     # Without the gate nothing is counted.
     assert pytester.runpytest_subprocess(*args, "--profile").ret == 0
+
+
+def test_a_test_the_counting_session_missed_fails_the_run(pytester):
+    from pytest_scalene.instructions import runner
+
+    if (problem := runner.problem()) is not None:
+        pytest.skip(problem)
+    pytester.makepyfile(
+        "import os\n\n\ndef test_counted():\n    assert sum(range(100))\n\n\n"
+        "def test_missed():\n"
+        f"    if os.environ.get({runenv.COUNTING_ENV!r}):  # under valgrind\n"
+        "        os._exit(3)\n"
+    )
+    args = ("--profile-memory=no", "--profile", "--profile-measure=instructions")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    text = result.stdout.str()
+    assert result.ret == EXIT_UNJUDGED, text
+    result.assert_outcomes(passed=2)
+    counted = re.search(r"(\d) passing test\(s\) not judged: \d by instruction counts", text)
+    assert counted and counted[1] in "12", text
+    assert "test_missed: instructions not counted: " in text  # the note says why

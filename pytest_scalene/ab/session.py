@@ -3,9 +3,9 @@
 code under test from its own tree, then each test compared in turn.
 
 A test that reads slower is measured again in fresh worker processes and fails only if it
-reads slower there too. After a worker error the next tests go on in fresh workers. Tests that exist on one side only, whose setup (the source of their
-fixtures) differs between the trees, or that fail or skip on either side are notes, never
-verdicts.
+reads slower there too. After a worker error the next tests go on in fresh workers. Tests that
+exist on one side only, whose setup (the source of their fixtures) differs between the trees,
+or that fail or skip on either side are notes, never verdicts.
 """
 
 from __future__ import annotations

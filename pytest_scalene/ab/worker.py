@@ -4,10 +4,14 @@ controller (pairs.py) over two pipes, one JSON object a line:
 
     {"cmd": "setup", "nodeid": ID}        -> {"outcome": "passed"|..., "error": TEXT}
     {"cmd": "run", "inner": K}            -> {"cpu_s": S, "outcome": ..., "error": TEXT,
-                                              "functions": [[file, qualname, cpu_s, n], ...]}
+                                              "functions": [[file, qualname, cpu_s, n], ...],
+                                              "sampler_error": TEXT (if a sample raised)}
     {"cmd": "lines"}                      -> {"lines": [[file, qualname, line, cpu_s], ...]}
     {"cmd": "teardown", "next": ID|None}  -> {"outcome": ...}
     {"cmd": "quit"}
+
+A command that raises is answered {"failed": "Error: text (at file:line function <- ...)",
+"traceback": TEXT} and the worker goes on serving; the controller raises WorkerError with it.
 
 "run" collects garbage, then calls the set-up test's function K times (`item.runtest()`, the
 fixture values of the setup) and replies with the process CPU time they took and, per function
