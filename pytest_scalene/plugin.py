@@ -20,19 +20,20 @@ from typing import Any
 import pytest
 
 from .ab import plugin as ab_plugin
+from .ab import session as ab_session
 from .ab.git_tree import saved_from
 from .children import agent as child_agent
 from .children import collector as child_profiles
 from .config import flag_conflicts, ini_options
 from .config.history_options import HistoryOptions
-from .config.options import GateOptions, ProfileOptions, add_options
+from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions, add_options
 from .core import runenv
 from .core.atomic_write import write_text_atomic
 from .core.outputs import Outputs
 from .core.verdict import Verdict
 from .gates.judging import Gates
 from .gates.memory_need import selected_need_memory
-from .history.session import History
+from .history.session import HISTORY_KEY, History
 from .instructions import child_plugin, counts, runner
 from .reports import checkpoint as json_checkpoint
 from .reports import markdown as markdown_report
@@ -66,6 +67,8 @@ class Run:
     ab: ab_plugin.CompareRef | None = None  # --profile-compare-ref
     stacks: StackRecorder | None = None  # --profile-speedscope
     history: History | None = None  # --profile-history
+    unjudged: dict[str, int] | None = None  # per gate, once the session ends
+    unjudged_status: int | None = None  # EXIT_UNJUDGED, when the run fails for them
 
 
 RUN_KEY = pytest.StashKey[Run]()
@@ -258,7 +261,39 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run.gates.save_baselines(session, saved_from(Path(config.rootpath)))
     _write_report_files(session, run)
     if run.history is not None:
-        run.history.record(session)  # last: the exit status says whether the run counts
+        run.history.record(session)  # the exit status says whether the run counts
+    run.unjudged = _unjudged(run)
+    failing = set(run.unjudged) - {AB_NOTHING_TO_COMPARE}
+    if failing and not run.gates.options.allow_unjudged and session.exitstatus == 0:
+        session.exitstatus = run.unjudged_status = EXIT_UNJUDGED  # never a silent pass
+
+
+AB_GATE = "the A/B comparison (--profile-compare-ref)"
+COUNT_GATE = "instruction counts (--profile-measure=instructions)"
+HISTORY_GATE = "the history (--profile-history-compare)"
+AB_NOTHING_TO_COMPARE = "the A/B comparison, nothing to compare with (new test or new setup)"
+
+
+def _unjudged(run: Run) -> dict[str, int]:
+    """Per requested gate, the passing tests it could not judge (a failing test is never
+    judged; an A/B test new on one side, or whose setup changed, has nothing to compare with)."""
+    found: dict[str, int] = {}
+    for profile in run.profiler.session.tests.values():
+        if profile.outcome != "passed":
+            continue
+        ab, history = profile.extra.get(ab_plugin.AB_KEY), profile.extra.get(HISTORY_KEY)
+        noted = isinstance(ab, dict) and "note" in ab
+        gates = (
+            (AB_GATE, noted and ab_session.comparable(str(ab["note"]))),
+            (AB_NOTHING_TO_COMPARE, noted and not ab_session.comparable(str(ab["note"]))),
+            (COUNT_GATE, counts.MISSING_KEY in profile.extra),
+            (HISTORY_GATE, isinstance(history, dict) and bool(history.get("notes"))),
+        )
+        for gate, unjudged in gates:
+            if unjudged:
+                found[gate] = found.get(gate, 0) + 1
+    order = (AB_GATE, COUNT_GATE, HISTORY_GATE, AB_NOTHING_TO_COMPARE)
+    return {gate: found[gate] for gate in order if gate in found}
 
 
 def _write_report_files(session: pytest.Session, run: Run) -> None:
@@ -312,6 +347,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("-", "pytest-scalene errors", red=True)
         for line in run.outputs.errors:
             terminalreporter.write_line(line, red=True, bold=True)
+    if lines := terminal_summary.unjudged_lines(
+        run.unjudged or {},
+        run.unjudged_status,
+        run.gates.options.allow_unjudged,
+        "--profile-allow-unjudged",
+    ):
+        terminalreporter.write_sep("-", "pytest-scalene: not judged", red=True)
+        for line in lines:
+            terminalreporter.write_line(line, red=run.unjudged_status is not None)
 
 
 def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) -> None:
@@ -320,6 +364,8 @@ def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) ->
         ab = profile.extra.get(ab_plugin.AB_KEY)
         if isinstance(ab, dict) and "note" in ab:
             lines.append(f"{nodeid}: A/B against {ab['ref']}: {ab['note']}")
+        if profile.outcome == "passed" and counts.MISSING_KEY in profile.extra:
+            lines.append(f"{nodeid}: instructions not counted: {profile.extra[counts.MISSING_KEY]}")
     if len(lines) > MAX_NOTES and not terminal_summary.wants_details(config):
         lines = [*lines[:MAX_NOTES], f"and {len(lines) - MAX_NOTES} more (-v shows them)"]
     if not lines:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from pytest_scalene.ab import pairs, verdict, worker
 from pytest_scalene.ab.worker import function_of
+from pytest_scalene.config.options import EXIT_UNJUDGED
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -312,9 +313,15 @@ def test_a_test_failing_at_the_ref_or_with_other_fixtures_is_not_judged(pytester
     (pytester.path / "test_work.py").write_text(text)
     result = compare(pytester, "-rA")
     out = result.stdout.str()
-    assert result.ret == 0, out
+    # Failing at the ref may be the change's fix or the ref's side being broken: the run cannot
+    # tell, so it fails on its own status; a changed setup has nothing to compare with.
+    assert result.ret == EXIT_UNJUDGED, out
     assert "test_fixture: A/B against HEAD: not judged: its setup" in out
     assert "test_broken_before: A/B against HEAD: not judged: it failed on the baseline" in out
+    assert (
+        "2 passing test(s) not judged: 1 by the A/B comparison (--profile-compare-ref), 1 by "
+        "the A/B comparison, nothing to compare with" in out
+    ), out
 
 
 def test_both_sides_importing_one_installed_copy_is_a_usage_error(pytester, tmp_path_factory):
@@ -503,7 +510,32 @@ def test_a_crash_in_the_comparison_leaves_the_tests_results_and_says_so(pytester
     )
     result = compare(pytester, "-rA")
     text = result.stdout.str()
-    assert result.ret == 0, text
+    assert result.ret == EXIT_UNJUDGED, text  # nothing judged is no pass
     result.assert_outcomes(passed=1)
     assert "the comparison crashed (RuntimeError: injected); please report it" in text
     assert "INTERNALERROR" not in text + result.stderr.str()
+
+
+def test_a_worker_that_dies_names_its_cause_and_the_run_fails_unless_allowed(pytester):
+    repository(
+        pytester,
+        "import os\n\nimport mylib\n\n\ndef test_exits():\n"
+        f"    if os.environ.get({worker.FDS_ENV!r}):  # in an A/B worker\n"
+        "        os._exit(3)\n\n\n"
+        "def test_work():\n    assert mylib.steady(1000) > 0\n",
+    )
+    result = compare(pytester, "-rA")
+    text = result.stdout.str()
+    assert result.ret == EXIT_UNJUDGED, text
+    result.assert_outcomes(passed=2)
+    died = r"the (baseline|current) worker ended \(exit status 3\) during 'run' of \S+test_exits; "
+    assert re.search(rf"test_exits: A/B against HEAD: not judged: {died}", text), text
+    assert "test_work: A/B against HEAD" not in text  # judged, in fresh workers
+    assert "worker is gone" not in text
+    assert "1 passing test(s) not judged: 1 by the A/B comparison" in text
+    assert f"the run fails with exit status {EXIT_UNJUDGED}" in text
+    assert "--profile-allow-unjudged (ini: profile_allow_unjudged = true)" in text
+    pytester.makeini("[pytest]\nprofile_allow_unjudged = true\n")
+    allowed = compare(pytester, "-rA")
+    assert allowed.ret == 0, allowed.stdout.str()
+    assert "(not a failure: --profile-allow-unjudged is set)" in allowed.stdout.str()

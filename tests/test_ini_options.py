@@ -41,6 +41,7 @@ INI = {
     "profile_repeat": ("0.05s", "Repeat(runs=1, seconds=0.05)"),
     "profile_measure": ("time", "'time'"),
     "profile_compare_ref": ("HEAD", "'HEAD'"),  # the directory is made a git repository
+    "profile_allow_unjudged": ("true", "True"),
     "profile_regression": ("10%", "0.1"),
     "profile_markdown": ("summary.md", "PosixPath('summary.md')"),
     "profile_fail_on_leak": ("true", "True"),

@@ -71,6 +71,9 @@ class Side:
 class WorkerProcess:
     """One worker session; `request` sends a command and waits for its reply."""
 
+    serving = "its start-up"  # what it was asked last, and for which test: for the messages
+    test = ""
+
     def __init__(
         self, side: Side, files: Sequence[str], wanted: Sequence[str], args: Sequence[str]
     ) -> None:
@@ -152,20 +155,36 @@ class WorkerProcess:
                 break
             self.buffer += chunk
         if b"\n" not in self.buffer:
-            status = self.process.wait(timeout=30)
-            raise WorkerError(
-                f"the {self.side.name} worker ended (exit status {status}); its output ends "
-                f"with:\n{self.output_tail()}"
-            )
+            raise WorkerError(self._ended())
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        reply = json.loads(line)
+        if "failed" in reply:  # the command raised in the worker (worker.py)
+            raise WorkerError(
+                f"the {self.side.name} worker failed during {self.serving}: {reply['failed']}"
+            )
+        return reply
+
+    def _ended(self) -> str:
+        """Why the worker is gone: its exit status and the last lines of its output."""
+        try:
+            status: int | None = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            status = None
+        tail = " | ".join(line.strip() for line in self.output_tail().splitlines()[-4:])
+        return (
+            f"the {self.side.name} worker ended (exit status {status}) during {self.serving}; "
+            f"its output ends with: {tail or '(nothing)'}"
+        )
 
     def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         data = (json.dumps(message) + "\n").encode()
+        if message.get("cmd") == "setup":
+            self.test = message.get("nodeid", "")
+        self.serving = f"'{message.get('cmd')}' of {self.test}"
         try:
             os.write(self.to_worker, data)
         except OSError:
-            raise WorkerError(f"the {self.side.name} worker is gone") from None
+            raise WorkerError(self._ended()) from None
         return self.receive(timeout_s)
 
     def close(self) -> None:
@@ -207,6 +226,8 @@ def _runs_ok(replies: Sequence[dict[str, Any]], sides: Sequence[str]) -> str:
     for reply, name in zip(replies, sides, strict=True):
         if reply.get("outcome") != "passed":
             return f"it {reply.get('outcome')} on the {name} side ({reply.get('error', '')})"
+        if reply.get("sampler_error"):  # the function rule would judge incomplete samples
+            return f"the {name} side's line sampler failed: {reply['sampler_error']}"
     return ""
 
 
@@ -284,51 +305,67 @@ def compare_test(
     cpu = pair_cpu()
     if cpu is not None:
         _pin(everyone, cpu)
-    names = [w.side.name for w in everyone]
     setups = [w.request({"cmd": "setup", "nodeid": nodeid}, SETUP_TIMEOUT_S) for w in everyone]
     try:
-        problem = _runs_ok(setups, [f"{n} side's setup; the" for n in names])
-        if problem:
-            outcome.note = f"not judged: its setup did not pass ({problem})"
-            return outcome
-        # Each process warms up on its own: first calls (imports, caches) are not measured.
-        warm = [w.request({"cmd": "run", "inner": 1}, STARTUP_TIMEOUT_S) for w in everyone]
-        if problem := _runs_ok(warm, names):
-            outcome.note = f"not judged: {problem}"
-            return outcome
-        fastest = max(min(r["cpu_s"] for r in warm), 1e-6)
-        outcome.inner = inner = max(1, min(MAX_INNER, math.ceil(TARGET_RUN_S / fastest)))
-        timeout = max(RUN_TIMEOUT_FLOOR_S, 20 * inner * max(r["cpu_s"] for r in warm))
-        for w in everyone:  # the warm-up's samples are not pooled
-            w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)
-        decided = None
-        with _coordinator_elsewhere(cpu):
-            while decided is None:
-                n = len(outcome.ratios)
-                base, cur = bases[n % len(bases)], currents[n % len(currents)]
-                order = (base, cur) if n % 2 == 0 else (cur, base)
-                replies = {id(w): w.request({"cmd": "run", "inner": inner}, timeout) for w in order}
-                base_run, cur_run = replies[id(base)], replies[id(cur)]
-                if problem := _runs_ok((base_run, cur_run), ("baseline", "current")):
-                    outcome.note = f"not judged: {problem}"
-                    return outcome
-                outcome.baseline_cpu_s.append(base_run["cpu_s"] / inner)
-                outcome.cpu_s.append(cur_run["cpu_s"] / inner)
-                outcome.ratios.append(cur_run["cpu_s"] / max(base_run["cpu_s"], 1e-9))
-                outcome.baseline_runs.append(_functions(base_run))
-                outcome.current_runs.append(_functions(cur_run))
-                decided = decide(outcome)
-        outcome.verdict = decided
-        lines = [
-            [line for w in side for line in w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)["lines"]]
-            for side in (bases, currents)
-        ]
-        outcome.growth = verdict.most_growth(lines[0], lines[1])
-        for judged in outcome.functions:  # the failing functions' lines (they come first)
-            if judged.state == "fail":
-                found = verdict.line_of(lines[0], lines[1], judged.file, judged.function)
-                outcome.function_lines[(judged.file, judged.function)] = found
-        return outcome
-    finally:
-        for w in everyone:
-            w.request({"cmd": "teardown", "next": following}, SETUP_TIMEOUT_S)
+        _run_pairs(outcome, setups, bases, currents, cpu)
+    except WorkerError:
+        for w in everyone:  # what failed is the news, not the teardowns that fail after it
+            with contextlib.suppress(WorkerError):
+                w.request({"cmd": "teardown", "next": following}, SETUP_TIMEOUT_S)
+        raise
+    for w in everyone:
+        w.request({"cmd": "teardown", "next": following}, SETUP_TIMEOUT_S)
+    return outcome
+
+
+def _run_pairs(
+    outcome: Outcome,
+    setups: Sequence[dict[str, Any]],
+    bases: Sequence[WorkerProcess],
+    currents: Sequence[WorkerProcess],
+    cpu: int | None,
+) -> None:
+    """The set-up test's warm-ups, then its pairs into `outcome`, or a note on it."""
+    everyone = [*bases, *currents]
+    names = [w.side.name for w in everyone]
+    problem = _runs_ok(setups, [f"{n} side's setup; the" for n in names])
+    if problem:
+        outcome.note = f"not judged: its setup did not pass ({problem})"
+        return
+    # Each process warms up on its own: first calls (imports, caches) are not measured.
+    warm = [w.request({"cmd": "run", "inner": 1}, STARTUP_TIMEOUT_S) for w in everyone]
+    if problem := _runs_ok(warm, names):
+        outcome.note = f"not judged: {problem}"
+        return
+    fastest = max(min(r["cpu_s"] for r in warm), 1e-6)
+    outcome.inner = inner = max(1, min(MAX_INNER, math.ceil(TARGET_RUN_S / fastest)))
+    timeout = max(RUN_TIMEOUT_FLOOR_S, 20 * inner * max(r["cpu_s"] for r in warm))
+    for w in everyone:  # the warm-up's samples are not pooled
+        w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)
+    decided = None
+    with _coordinator_elsewhere(cpu):
+        while decided is None:
+            n = len(outcome.ratios)
+            base, cur = bases[n % len(bases)], currents[n % len(currents)]
+            order = (base, cur) if n % 2 == 0 else (cur, base)
+            replies = {id(w): w.request({"cmd": "run", "inner": inner}, timeout) for w in order}
+            base_run, cur_run = replies[id(base)], replies[id(cur)]
+            if problem := _runs_ok((base_run, cur_run), ("baseline", "current")):
+                outcome.note = f"not judged: {problem}"
+                return
+            outcome.baseline_cpu_s.append(base_run["cpu_s"] / inner)
+            outcome.cpu_s.append(cur_run["cpu_s"] / inner)
+            outcome.ratios.append(cur_run["cpu_s"] / max(base_run["cpu_s"], 1e-9))
+            outcome.baseline_runs.append(_functions(base_run))
+            outcome.current_runs.append(_functions(cur_run))
+            decided = decide(outcome)
+    outcome.verdict = decided
+    lines = [
+        [line for w in side for line in w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)["lines"]]
+        for side in (bases, currents)
+    ]
+    outcome.growth = verdict.most_growth(lines[0], lines[1])
+    for judged in outcome.functions:  # the failing functions' lines (they come first)
+        if judged.state == "fail":
+            found = verdict.line_of(lines[0], lines[1], judged.file, judged.function)
+            outcome.function_lines[(judged.file, judged.function)] = found

@@ -3,9 +3,9 @@
 code under test from its own tree, then each test compared in turn.
 
 A test that reads slower is measured again in fresh worker processes and fails only if it
-reads slower there too. Tests that exist on one side only, whose setup (the source of their
-fixtures) differs between the trees, or that fail or skip on either side are notes, never
-verdicts.
+reads slower there too. After a worker error the next tests go on in fresh workers. Tests that
+exist on one side only, whose setup (the source of their fixtures) differs between the trees,
+or that fail or skip on either side are notes, never verdicts.
 """
 
 from __future__ import annotations
@@ -17,6 +17,22 @@ from pathlib import Path
 
 from . import git_tree, pairs, verdict
 from .worker import _SKIP_PARTS
+
+# Notes on tests that have nothing to be compared with (a new test, a changed setup): counted,
+# but they do not fail the run as the other notes (the comparison failed to judge) do.
+NOT_COMPARABLE = (
+    "not judged: the test exists on the",
+    "not judged: its setup (the source of its fixtures) differs",
+)
+
+
+def comparable(note: str) -> bool:
+    """Whether a test with this note could have been judged (its note is a failure to): a
+    test missing on a side that had collection errors could."""
+    return not note.startswith(NOT_COMPARABLE) or "collection errors" in note
+
+
+MAX_RESTARTS = 3  # fresh workers after a worker error, per set of tests measured
 
 
 class SameCodeError(Exception):
@@ -162,16 +178,14 @@ def _compare_all(
     for nodeid in nodeids:
         if nodeid not in base.tests or nodeid not in cur.tests:
             where, other = (cur, base) if nodeid in cur.tests else (base, cur)
-            note = f"not judged: the test exists on the {where.name} side only"
+            note = f"{NOT_COMPARABLE[0]} {where.name} side only"
             if other.collection_errors:
                 note += f" (the {other.name} side had {other.collection_errors} collection errors)"
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=note)
         elif base.tests[nodeid] != cur.tests[nodeid]:
-            result.outcomes[nodeid] = pairs.Outcome(
-                nodeid, note="not judged: its setup (the source of its fixtures) differs"
-            )
+            result.outcomes[nodeid] = pairs.Outcome(nodeid, note=NOT_COMPARABLE[1])
     judged = [n for n in both if n not in result.outcomes]
-    again = _measure(judged, workers, result)
+    again = _measure(judged, workers, result, restart)
     for nodeid in judged:
         progress(nodeid)
     if not again:
@@ -196,19 +210,33 @@ def _compare_all(
 
 
 def _measure(
-    nodeids: Sequence[str], workers: Sequence[pairs.WorkerProcess], result: Result
+    nodeids: Sequence[str],
+    workers: Sequence[pairs.WorkerProcess],
+    result: Result,
+    restart: Callable[[], list[pairs.WorkerProcess]] | None = None,
 ) -> list[str]:
-    """Compare each test in turn into `result`; the tests whose reading must be confirmed."""
+    """Compare each test in turn into `result`; the tests whose reading must be confirmed.
+    After a worker error the next tests go on in fresh workers (`restart`), MAX_RESTARTS times:
+    one test that kills its worker leaves the others judged."""
     again = []
+    restarts = 0
     for i, nodeid in enumerate(nodeids):
         following = nodeids[i + 1] if i + 1 < len(nodeids) else None
         try:
             outcome = pairs.compare_test(nodeid, following, *_by_side(workers))
         except pairs.WorkerError as exc:
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
+            cause = exc
+            if following is not None and restart is not None and restarts < MAX_RESTARTS:
+                restarts += 1
+                try:
+                    workers = restart()
+                    continue
+                except pairs.WorkerError as failed:
+                    cause = failed
             for rest in nodeids[i + 1 :]:
                 result.outcomes[rest] = pairs.Outcome(
-                    rest, note="not judged: a worker ended before its turn"
+                    rest, note=f"not judged: a worker ended before its turn ({cause})"
                 )
             break
         result.outcomes[nodeid] = outcome

@@ -4,10 +4,14 @@ controller (pairs.py) over two pipes, one JSON object a line:
 
     {"cmd": "setup", "nodeid": ID}        -> {"outcome": "passed"|..., "error": TEXT}
     {"cmd": "run", "inner": K}            -> {"cpu_s": S, "outcome": ..., "error": TEXT,
-                                              "functions": [[file, qualname, cpu_s, n], ...]}
+                                              "functions": [[file, qualname, cpu_s, n], ...],
+                                              "sampler_error": TEXT (if a sample raised)}
     {"cmd": "lines"}                      -> {"lines": [[file, qualname, line, cpu_s], ...]}
     {"cmd": "teardown", "next": ID|None}  -> {"outcome": ...}
     {"cmd": "quit"}
+
+A command that raises is answered {"failed": "Error: text (at file:line function <- ...)",
+"traceback": TEXT} and the worker goes on serving; the controller raises WorkerError with it.
 
 "run" collects garbage, then calls the set-up test's function K times (`item.runtest()`, the
 fixture values of the setup) and replies with the process CPU time they took and, per function
@@ -37,6 +41,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from typing import Any
 
 import pytest
@@ -110,6 +115,22 @@ class FineTimer:
             self.libc.timer_settime(self.timer, 0, ctypes.byref(_Itimerspec()), None)
 
 
+def line_number(frame: Any) -> int:
+    """The line a frame is at, never None: f_lineno is None on 3.11+ when the frame is on an
+    instruction without a line (a loop's back-edge, a generator's resumption); then the code
+    object's line table for f_lasti, else the function's first line."""
+    line = frame.f_lineno
+    if isinstance(line, int):
+        return line
+    code = frame.f_code
+    lasti = getattr(frame, "f_lasti", -1)
+    if lasti is not None and lasti >= 0 and hasattr(code, "co_lines"):
+        for start, end, found in code.co_lines():
+            if start <= lasti < end and found is not None:
+                return found
+    return code.co_firstlineno or 0
+
+
 def function_of(qualname: str) -> str:
     """The function a code object's time is judged under: a comprehension, generator
     expression or lambda counts as the function it is in (3.12 inlines comprehensions)."""
@@ -136,6 +157,7 @@ class LineSampler:
         self.timer = FineTimer()
         self._names: dict[str, str | None] = {}
         self._last: dict[int, float] = {}  # thread ident -> its CPU clock at the last sample
+        self.error = ""  # the first exception a sample hit since start(): see _sample
 
     def _name(self, filename: str) -> str | None:
         if filename not in self._names:
@@ -156,6 +178,15 @@ class LineSampler:
             return None  # the thread ended, or no per-thread clocks here
 
     def _sample(self, signum: int, frame: Any) -> None:
+        # A signal handler runs inside the test's code: an exception here would change what
+        # the test computes, so it is kept for the run's reply, which then is not judged.
+        try:
+            self._sample_threads()
+        except Exception as exc:
+            if not self.error:
+                self.error = _error(exc) + _where(exc.__traceback__)
+
+    def _sample_threads(self) -> None:
         for ident, top in sys._current_frames().items():
             now = self._cpu_of(ident)
             if now is None:
@@ -170,7 +201,7 @@ class LineSampler:
             if name is not None:
                 code = frame.f_code
                 qualname = getattr(code, "co_qualname", code.co_name)
-                key = (name, qualname, frame.f_lineno)
+                key = (name, qualname, line_number(frame))
                 self.counts[key] = self.counts.get(key, 0.0) + weight
                 found = self.run.setdefault((name, function_of(qualname)), [0.0, 0])
                 found[0] += weight
@@ -181,6 +212,7 @@ class LineSampler:
     def start(self) -> None:
         self._last = {}
         self.run = {}
+        self.error = ""
         for ident in sys._current_frames():
             now = self._cpu_of(ident)
             if now is not None:
@@ -235,6 +267,13 @@ def _error(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
+def _where(tb: Any, frames: int = 3) -> str:
+    """The last frames of a traceback on one line, innermost first."""
+    found = traceback.extract_tb(tb)[-frames:]
+    shown = " <- ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in found[::-1])
+    return f" (at {shown})" if shown else ""
+
+
 def _report_error(report: pytest.TestReport) -> str:
     text = str(report.longreprtext or "").strip().splitlines()
     return text[-1][:300] if text else report.outcome
@@ -259,8 +298,6 @@ class Worker:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        from _pytest.runner import call_and_report
-
         items = {item.nodeid: item for item in session.items}
         self.channel.send(
             {
@@ -270,30 +307,42 @@ class Worker:
                 "pid": os.getpid(),
             }
         )
-        item: Any = None
+        self.item: Any = None
         while True:
             message = self.channel.receive()
             command = message.get("cmd")
-            if command == "setup":
-                item = items[message["nodeid"]]
-                if hasattr(item, "_request") and not item._request:
-                    item._initrequest()
-                report = call_and_report(item, "setup", log=False)
-                self.sampler.counts = {}
-                self.channel.send({"outcome": report.outcome, "error": _report_error(report)})
-            elif command == "run":
-                self.channel.send(self._run(item, int(message.get("inner", 1))))
-            elif command == "lines":
-                self.channel.send({"lines": self.sampler.take()})
-            elif command == "teardown":
-                following = items.get(message.get("next") or "")
-                report = call_and_report(item, "teardown", log=False, nextitem=following)
-                if hasattr(item, "_request"):
-                    item._request = False
-                    item.funcargs = None
-                self.channel.send({"outcome": report.outcome, "error": _report_error(report)})
-            else:
+            if command not in {"setup", "run", "lines", "teardown"}:
                 return True
+            try:
+                reply = self._serve(command, message, items)
+            except Exception as exc:  # the controller raises WorkerError with this
+                reply = {"failed": f"{_error(exc)}{_where(exc.__traceback__)}"}
+                reply["traceback"] = "".join(traceback.format_exception(exc))[-4000:]
+            self.channel.send(reply)
+
+    def _serve(
+        self, command: str, message: dict[str, Any], items: dict[str, pytest.Item]
+    ) -> dict[str, Any]:
+        from _pytest.runner import call_and_report
+
+        if command == "setup":
+            self.item = item = items[message["nodeid"]]
+            if hasattr(item, "_request") and not item._request:
+                item._initrequest()
+            report = call_and_report(item, "setup", log=False)
+            self.sampler.counts = {}
+            return {"outcome": report.outcome, "error": _report_error(report)}
+        if command == "run":
+            return self._run(self.item, int(message.get("inner", 1)))
+        if command == "lines":
+            return {"lines": self.sampler.take()}
+        item = self.item  # teardown
+        following = items.get(message.get("next") or "")
+        report = call_and_report(item, "teardown", log=False, nextitem=following)
+        if hasattr(item, "_request"):
+            item._request = False
+            item.funcargs = None
+        return {"outcome": report.outcome, "error": _report_error(report)}
 
     def _run(self, item: pytest.Item, inner: int) -> dict[str, Any]:
         outcome, error = "passed", ""
@@ -313,12 +362,11 @@ class Worker:
         finally:
             cpu_s = time.process_time() - started
             self.sampler.stop()
-        return {
-            "cpu_s": cpu_s,
-            "outcome": outcome,
-            "error": error,
-            "functions": self.sampler.take_run(),
-        }
+        found: dict[str, Any] = {"cpu_s": cpu_s, "outcome": outcome, "error": error}
+        found["functions"] = self.sampler.take_run()
+        if self.sampler.error:
+            found["sampler_error"] = self.sampler.error
+        return found
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -30,6 +30,10 @@ DEFAULT_TOLERANCE = {
     "instructions": 0.02,
 }
 
+# The exit status of a run whose tests passed but that a requested gate (A/B, instruction
+# counts, history) could not judge in part: distinct from pytest's own (0-6; 6 is a newer pytest's
+# MAX_WARNINGS_ERROR), so CI can tell it apart.
+EXIT_UNJUDGED = 7
 DEFAULT_INTERVAL_S = 0.01
 # A prime just above 10 MB (10 * 2**20 = 10485760), as in the Scalene paper: a round number would
 # resonate with power-of-two allocation patterns.
@@ -285,6 +289,13 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         "on the median of paired CPU-time ratios (docs/baselines.md)",
     )
     add(
+        "--profile-allow-unjudged",
+        action="store_true",
+        help="let the run pass (exit status 0) when a requested gate could not judge a test: "
+        "the A/B comparison, instruction counts, the history (otherwise exit status "
+        f"{EXIT_UNJUDGED}; docs/ci.md)",
+    )
+    add(
         "--profile-repeat",
         type=_repeat,
         default=Repeat(),
@@ -378,6 +389,7 @@ class GateOptions:
     max_copy_mb_s: float | None
     measure: str = "time"
     compare_ref: str | None = None
+    allow_unjudged: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GateOptions:
@@ -394,4 +406,5 @@ class GateOptions:
             max_copy_mb_s=opt("--profile-max-copy-mb-s"),
             measure=opt("--profile-measure"),
             compare_ref=opt("--profile-compare-ref") or None,
+            allow_unjudged=bool(opt("--profile-allow-unjudged")),
         )

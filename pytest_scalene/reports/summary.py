@@ -217,3 +217,23 @@ def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) ->
         tail += _wrap(note, width, "note: ", INDENT * 3)
     blocks.append(tail)
     return "\n\n".join("\n".join(b) for b in blocks if b)
+
+
+def unjudged_lines(
+    unjudged: dict[str, int], status: int | None, allowed: bool, allow_option: str
+) -> list[str]:
+    """The last lines of the output when gates could not judge passing tests: `unjudged` counts
+    them per gate; `status`: the exit status set for them (None: not set); `allowed`: the user
+    let such runs pass with `allow_option`."""
+    if not unjudged:
+        return []
+    counts = ", ".join(f"{n} by {gate}" for gate, n in unjudged.items())
+    head = f"{sum(unjudged.values())} passing test(s) not judged: {counts}"
+    ini_key = allow_option.removeprefix("--").replace("-", "_")
+    if status is not None:
+        return [
+            head,
+            f"the run fails with exit status {status}; the notes above say why. To let such a "
+            f"run pass: {allow_option} (ini: {ini_key} = true)",
+        ]
+    return [f"{head} (not a failure: {allow_option} is set)" if allowed else head]

@@ -1,0 +1,271 @@
+"""The A/B machinery (pytest_scalene/ab/) in every frame state and when a worker fails: unit
+tests with fake frames, fake channels and fake workers, fast and deterministic. The end-to-end
+behaviour (a dying worker's note, the run's exit status) is in test_compare_ref.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_scalene.ab import pairs, verdict, worker
+from pytest_scalene.ab import session as ab_session
+
+
+def a_loop() -> int:
+    total = 0
+    for i in range(3):
+        total += i
+    return total
+
+
+def fake_frame(code: Any, lineno: int | None, lasti: int = -1, back: Any = None) -> Any:
+    return SimpleNamespace(f_code=code, f_lineno=lineno, f_lasti=lasti, f_back=back)
+
+
+def in_tree(tmp_path, name: str = "lib.py") -> Any:
+    """A code object whose file is in the sampled tree."""
+    path = tmp_path / name
+    path.write_text("def work():\n    x = 1\n    return x\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace["work"].__code__
+
+
+def test_a_frame_without_a_line_number_is_charged_to_its_line_table_or_first_line():
+    code = a_loop.__code__
+    offsets = [(start, line) for start, _, line in code.co_lines() if line is not None]
+    start, line = offsets[-1]
+    assert worker.line_number(fake_frame(code, None, start)) == line
+    assert worker.line_number(fake_frame(code, None, -1)) == code.co_firstlineno
+    assert worker.line_number(fake_frame(code, 7, start)) == 7
+    # A real frame: its own line, an int.
+    assert isinstance(worker.line_number(sys._getframe()), int)
+
+
+def test_samples_with_and_without_a_line_number_are_pooled_and_taken(tmp_path):
+    """On 3.11 f_lineno is None on a loop's back-edge: a key with None beside one with an int
+    made take()'s sort raise TypeError, and every worker died at its first sample."""
+    sampler = worker.LineSampler(str(tmp_path))
+    code = in_tree(tmp_path)
+    library = fake_frame(compile("pass", "/usr/lib/python3/json.py", "exec"), 1)
+    sampler._charge(fake_frame(code, 2), 0.001)
+    sampler._charge(fake_frame(code, None, -1), 0.002)  # charged to the first line
+    sampler._charge(fake_frame(library.f_code, None, back=fake_frame(code, None, -1)), 0.004)
+    assert sampler.take_run() == [["lib.py", "work", 0.007, 3]]
+    lines = sampler.take()
+    assert lines == [["lib.py", "work", 1, 0.006], ["lib.py", "work", 2, 0.001]]
+    assert all(isinstance(line, int) for _, _, line, _ in lines)
+    assert verdict.most_growth(lines, lines) == []  # the judge reads them
+
+
+def test_generators_coroutines_deep_recursion_and_callbacks_are_sampled(tmp_path):
+    sampler = worker.LineSampler(str(tmp_path))
+    source = tmp_path / "shapes.py"
+    source.write_text(
+        "import asyncio, functools\n"
+        "def gen(sample):\n    sample()\n    yield 1\n"
+        "async def coro(sample):\n    sample()\n"
+        "def deep(n, sample):\n    return sample() if n == 0 else deep(n - 1, sample)\n"
+        "def callback(sample):\n    return sorted([2, 1], key=functools.cmp_to_key("
+        "lambda a, b: sample() or a - b))\n"
+    )
+    shapes: dict[str, Any] = {}
+    exec(compile(source.read_text(), str(source), "exec"), shapes)
+
+    def sample() -> None:
+        sampler._sample(0, None)
+
+    sampler.start()
+    try:
+        next(shapes["gen"](sample))
+        shapes["asyncio"].run(shapes["coro"](sample))
+        shapes["deep"](sys.getrecursionlimit() // 2, sample)
+        shapes["callback"](sample)
+    finally:
+        sampler.stop()
+    assert sampler.error == ""
+    functions = {q for _, q, _, _ in sampler.take()}
+    assert {"gen", "coro", "deep", "callback.<locals>.<lambda>"} <= functions
+
+
+def test_the_signal_handler_never_raises_into_the_test(tmp_path):
+    sampler = worker.LineSampler(str(tmp_path))
+
+    def broken(frame: Any, weight: float) -> None:
+        raise TypeError("'<' not supported between instances of 'int' and 'NoneType'")
+
+    sampler._charge = broken  # type: ignore[method-assign]
+    sampler._sample(0, None)  # would raise inside whatever the test was running
+    assert sampler.error.startswith("TypeError: '<' not supported"), sampler.error
+    assert "test_ab_robustness.py" in sampler.error  # where it happened
+
+
+class FakeChannel:
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        self.messages = messages
+        self.sent: list[dict[str, Any]] = []
+
+    def receive(self) -> dict[str, Any]:
+        return self.messages.pop(0) if self.messages else {"cmd": "quit"}
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(json.loads(json.dumps(message)))  # what the pipe carries
+
+
+def test_a_command_that_raises_in_the_worker_is_answered_with_the_error(tmp_path):
+    served = worker.Worker.__new__(worker.Worker)
+    commands = [{"cmd": "setup", "nodeid": "test_x.py::missing"}, {"cmd": "lines"}]
+    served.channel = FakeChannel(commands)
+    served.sampler = worker.LineSampler(str(tmp_path))
+    assert served.pytest_runtestloop(SimpleNamespace(items=[], testsfailed=0)) is True
+    hello, failed, lines = served.channel.sent
+    assert failed["failed"].startswith("KeyError: 'test_x.py::missing' (at worker.py:"), failed
+    assert "Traceback (most recent call last)" in failed["traceback"]
+    assert lines == {"lines": []}  # the worker goes on serving
+
+
+def test_the_controller_raises_the_workers_error_and_a_dead_workers_output(tmp_path):
+    process = pairs.WorkerProcess.__new__(pairs.WorkerProcess)
+    process.side = pairs.Side("baseline", tmp_path, tmp_path)
+    process.buffer = b'{"failed": "KeyError: \'x\' (at worker.py:12 _serve)"}\n'
+    with pytest.raises(
+        pairs.WorkerError, match=r"baseline worker failed during its start-up: KeyError: 'x' \(at"
+    ):
+        process.receive(1.0)
+    # A worker that died: its exit status and its output's last lines, whatever is asked.
+    process.log_path = tmp_path / "output.txt"
+    process.log_path.write_text("collected 1 item\nFatal Python error: Segmentation fault\n")
+    process.process = SimpleNamespace(wait=lambda timeout: -11, poll=lambda: -11)
+    process.from_worker, process.to_worker = os.pipe()
+    os.close(process.to_worker)
+    try:
+        with pytest.raises(pairs.WorkerError) as died:
+            process.request({"cmd": "teardown"}, 1.0)
+    finally:
+        os.close(process.from_worker)
+    assert "ended (exit status -11) during 'teardown' of" in str(died.value)
+    assert "Fatal Python error: Segmentation fault" in str(died.value)
+
+
+def test_a_sampler_error_makes_a_note_not_a_verdict():
+    replies = [{"outcome": "passed", "sampler_error": "TypeError: boom (at worker.py:1 x)"}]
+    note = pairs._runs_ok(replies, ["current"])
+    assert note == "the current side's line sampler failed: TypeError: boom (at worker.py:1 x)"
+
+
+def test_the_statistic_is_the_median_of_the_paired_ratios():
+    """A few outlying pairs (a preempted run) move a mean, not the median: the rule must read
+    mostly-unchanged code as unchanged, and a mean would fail it."""
+    at_first_stage = [1.0] * 8 + [3.0] * 2  # mean 1.4, above the first stage's 1.30
+    assert verdict.median_ratio(at_first_stage) == 1.0
+    assert verdict.decide(at_first_stage) == "pass"
+    at_last_stage = [1.0] * 36 + [3.0] * 4  # mean 1.2, above FAIL_ABOVE
+    assert verdict.decide(at_last_stage) == "pass"
+    outcome = pairs.Outcome("t", ratios=at_first_stage)
+    assert pairs.decide(outcome) == "pass" and outcome.test_verdict == "pass"
+    # And the other way: a few fast outliers do not hide a slowdown.
+    assert verdict.decide([1.5] * 8 + [0.2] * 2) == "fail"
+
+
+def no_progress(nodeid: str) -> None:
+    pass
+
+
+def fake_workers() -> list[Any]:
+    return [
+        SimpleNamespace(side=SimpleNamespace(name=name))
+        for name in ("baseline", "current")
+        for _ in range(pairs.WORKERS_PER_SIDE)
+    ]
+
+
+def test_a_slower_first_reading_is_confirmed_in_fresh_workers_and_the_second_decides(
+    monkeypatch,
+):
+    readings = {"test_a.py::test_x": [[1.5] * 10, [1.0] * 10]}
+    monkeypatch.setattr(pairs, "compare_test", lambda nodeid, *_: _reading(readings, nodeid))
+    restarts = []
+
+    def restart() -> list[Any]:
+        restarts.append(1)
+        return fake_workers()
+
+    side = pairs.Side("baseline", None, None, tests={"test_a.py::test_x": "k"})  # type: ignore[arg-type]
+    result = ab_session.Result()
+    ab_session._compare_all(
+        ["test_a.py::test_x"], side, side, fake_workers(), result, no_progress, restart
+    )
+    outcome = result.outcomes["test_a.py::test_x"]
+    assert restarts == [1]
+    assert outcome.verdict == "pass", outcome
+    assert outcome.first_ratio == 1.5
+
+
+def _reading(readings: dict[str, list[list[float]]], nodeid: str) -> pairs.Outcome:
+    ratios = readings[nodeid].pop(0)
+    found = pairs.Outcome(nodeid, ratios=ratios)
+    found.verdict = verdict.decide(ratios)
+    return found
+
+
+def test_a_worker_error_gives_every_test_left_its_cause(monkeypatch):
+    def compare_test(nodeid: str, *_: Any) -> pairs.Outcome:
+        raise pairs.WorkerError("the current worker ended (exit status 3); its output ends with: x")
+
+    monkeypatch.setattr(pairs, "compare_test", compare_test)
+    tests = {f"t.py::test_{i}": "k" for i in range(3)}
+    side = pairs.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
+    result = ab_session.Result()
+    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, list)
+    notes = [o.note for o in result.outcomes.values()]
+    assert all("the current worker ended (exit status 3)" in note for note in notes), notes
+    assert all(ab_session.comparable(note) for note in notes)
+
+
+def test_after_a_worker_error_the_next_tests_go_on_in_fresh_workers(monkeypatch):
+    """One test that kills its worker must not leave the rest of the suite unjudged; a worker
+    that fails every test is restarted MAX_RESTARTS times, then the rest carry the cause."""
+    killers = {"t.py::test_1"}
+
+    def compare_test(nodeid: str, *_: Any) -> pairs.Outcome:
+        if nodeid in killers:
+            raise pairs.WorkerError(f"the baseline worker ended (exit status 3) during {nodeid}")
+        return _reading({nodeid: [[1.0] * 10]}, nodeid)
+
+    monkeypatch.setattr(pairs, "compare_test", compare_test)
+    restarts: list[int] = []
+
+    def restart() -> list[Any]:
+        restarts.append(1)
+        return fake_workers()
+
+    tests = {f"t.py::test_{i}": "k" for i in range(8)}
+    side = pairs.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
+    result = ab_session.Result()
+    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
+    verdicts = {n: o.verdict for n, o in result.outcomes.items()}
+    assert verdicts == {n: None if n in killers else "pass" for n in tests}, result.outcomes
+    assert "exit status 3" in result.outcomes["t.py::test_1"].note and restarts == [1]
+
+    killers.update(tests)  # every test kills its worker
+    restarts.clear()
+    result = ab_session.Result()
+    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
+    assert len(restarts) == ab_session.MAX_RESTARTS
+    assert all(o.verdict is None and "exit status 3" in o.note for o in result.outcomes.values())
+    assert "before its turn" in result.outcomes["t.py::test_7"].note
+
+
+def test_only_tests_with_nothing_to_compare_with_are_not_failures_to_judge():
+    assert not ab_session.comparable("not judged: the test exists on the current side only")
+    assert ab_session.comparable(
+        "not judged: the test exists on the current side only (the baseline side had 2 "
+        "collection errors)"
+    )
+    assert not ab_session.comparable(ab_session.NOT_COMPARABLE[1])
+    assert ab_session.comparable("not judged: it failed on the baseline side (boom)")
