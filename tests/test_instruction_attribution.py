@@ -118,6 +118,20 @@ def test_without_function_counts_a_regression_names_no_function_and_says_why(opt
     assert f"no function named: {why}" in failed.message, failed.message
 
 
+def test_a_regression_no_function_explains_names_none_and_says_why():
+    """3.12+: the growth is outside the profiled functions (here 5% of the test's count spread
+    over code no profiled function calls): no function is named, and the message says why."""
+    perf = "--tool=callgrind --instr-atstart=no -X perf"
+    base = _entry(10_000, {"t.py::small": 1000}, perf)
+    slow = _entry(10_500, {"t.py::small": 1001}, perf)
+    (failed,) = [f for f in compare(base, slow, RULE).findings if f.failed]
+    assert failed.line is None, failed
+    assert (
+        "no function named: no profiled Python function's inclusive count grew by more than "
+        "+2% and 0.5% of the test's" in failed.message
+    ), failed.message
+
+
 # -- end to end, under real valgrind -------------------------------------------------------------
 LOOPS = """
 def spin(n):

@@ -102,10 +102,7 @@ def compare(
             continue
         judge = _Judge(name, rule)
         if name == "instructions":
-            found = function_findings(baseline, current, judge)
-            if not current.functions:  # before Python 3.12: the test's count only
-                found = [_no_function_named(f, current) for f in found]
-            result.findings += found
+            result.findings += function_findings(baseline, current, judge)
             continue
         result.findings += judge.test(baseline, current, pairs, new)
         result.findings += judge.lines(baseline, current, pairs, new, vanished)
@@ -150,25 +147,25 @@ def _incomparable_counts(baseline: TestEntry, current: TestEntry, result: Compar
     return {"instructions"}
 
 
-# Why a count regression names no function, by how the counts were made ("callgrind_options" of
-# the counts' environment holds `-X perf` where the perf trampoline named Python functions).
-NO_TRAMPOLINE = (
-    "no function named: per-function counts need Python 3.12+ (its perf trampoline gives each "
-    "Python function a callgrind entry; before it the interpreter's C frames are shared by all "
-    "Python functions, and sampled CPU time rests on too few samples to name one)"
-)
-NO_PROFILED_FUNCTION = "no function named: no profiled Python function was counted"
-
-
-def _no_function_named(finding: Finding, current: TestEntry) -> Finding:
-    """A count regression with no per-function counts names no function and says why: a line
-    picked from sampled CPU time is not a count (on a small workload it rests on a sample or
-    two, and named an unrelated line in 13 of 30 failures of a real suite)."""
+def _no_function_named(finding: Finding, current: TestEntry, judge: _Judge) -> Finding:
+    """A count regression that no function's count explains names no function and says why.
+    Never a line picked from sampled CPU time instead: on a small workload it rests on a sample
+    or two (it named an unrelated line in 13 of 30 failures of a real suite on 3.11)."""
     if finding.kind != "regression":
         return finding
-    traced = "-X perf" in current.environment.get("callgrind_options", "")
-    why = NO_PROFILED_FUNCTION if traced else NO_TRAMPOLINE
-    return replace(finding, message=f"{finding.message}; {why}", line=None)
+    if current.functions:
+        why = (
+            "no profiled Python function's inclusive count grew by more than "
+            f"+{judge.tolerance * 100:.0f}% and {FUNCTION_SHARE:.1%} of the test's"
+        )
+    elif "-X perf" in current.environment.get("callgrind_options", ""):  # the trampoline was on
+        why = "no profiled Python function was counted"
+    else:
+        why = (
+            "per-function counts need Python 3.12+ (its perf trampoline gives each Python "
+            "function a callgrind entry; before it, all share the interpreter's C frames)"
+        )
+    return replace(finding, message=f"{finding.message}; no function named: {why}", line=None)
 
 
 def function_findings(baseline: TestEntry, current: TestEntry, judge: _Judge) -> list[Finding]:
@@ -188,7 +185,7 @@ def function_findings(baseline: TestEntry, current: TestEntry, judge: _Judge) ->
         if judge.regressed(before, after):
             grown.append((after - before, after / before if before else float("inf"), name))
     if not grown:
-        return found
+        return [_no_function_named(f, current, judge) for f in found]
     largest = max(g[0] for g in grown)
     _delta, _ratio, name = max((g for g in grown if g[0] >= largest / 2), key=lambda g: g[1])
     before, after = baseline.functions[name], current.functions[name]
