@@ -179,7 +179,10 @@ def test_each_test_gets_its_own_count(pytester):
 
 @needs_valgrind
 @needs_trampoline
-def test_a_recursive_function_s_count_stays_within_its_test_s(pytester):
+@pytest.mark.parametrize("valgrind_opts", ["", "--separate-recs=1"])
+def test_a_recursive_function_s_count_stays_within_its_test_s(pytester, monkeypatch, valgrind_opts):
+    """Also where the user's VALGRIND_OPTS would merge a recursion's activations."""
+    monkeypatch.setenv("VALGRIND_OPTS", valgrind_opts)
     (counted,) = _count(pytester, RECURSIVE, "test_fib").values()
     fib = [v for k, v in counted.functions.items() if k.endswith("::fib")]
     assert fib and fib[0] > counted.instructions / 2, counted.functions  # fib is the work
