@@ -132,6 +132,23 @@ def test_a_regression_no_function_explains_names_none_and_says_why():
     ), failed.message
 
 
+def test_a_generator_expression_is_placed_at_its_enclosing_function(tmp_path):
+    """It has no def line of its own, and may have no samples: the message still says where."""
+    from pytest_scalene.core.model import TestProfile
+    from pytest_scalene.gates.baseline_entry import entry_from_profile
+
+    (tmp_path / "t.py").write_text(
+        "import os\n\n\ndef helper(n):\n    return sum(i * i for i in range(n))\n"
+    )
+    profile = TestProfile("t.py::test_x")
+    profile.extra["instructions"] = 1000
+    profile.extra["instructions_functions"] = {"t.py::helper.<locals>.<genexpr>": 800}
+    entry = entry_from_profile(profile, str(tmp_path))
+    assert entry.function_lines == {
+        "t.py::helper.<locals>.<genexpr>": "t.py:4 helper.<locals>.<genexpr>"
+    }
+
+
 # -- end to end, under real valgrind -------------------------------------------------------------
 LOOPS = """
 def spin(n):
