@@ -95,7 +95,8 @@ def _int_dict(value: Any) -> dict[str, int]:
 
 def _function_line(profile: TestProfile, rootdir: str, name: str) -> str:
     """ "file:line function" for a counted function: its line with the most sampled CPU time in
-    this run, else its def line, else the function alone."""
+    this run, else its def line (a genexpr's or lambda's: its enclosing function's), else the
+    function alone."""
     file, _, qualname = name.partition("::")
     sampled = [
         (s.cpu_s, k.line)
@@ -125,7 +126,12 @@ def _def_line(rootdir: str, file: str, qualname: str) -> int | None:
                 visit(child, inner)
 
     visit(tree, "")
-    return found[0] if found else None
+    if found:
+        return found[0]
+    head, _, tail = qualname.rpartition(".<locals>.")
+    if head and tail.startswith("<"):  # a genexpr or lambda, which has no def: the enclosing one
+        return _def_line(rootdir, file, head)
+    return None
 
 
 # -- files ---------------------------------------------------------------------------------------

@@ -4,7 +4,11 @@ Format: https://valgrind.org/docs/manual/cl-format.html. Only what the counts ne
 `fn=`/`cfn=` with name compression, `calls=` lines (the cost line after one is the inclusive
 cost of that call), cost lines, and `totals:`/`summary:`. The event is `Ir` (instructions).
 Python functions on 3.12+ appear as the addresses of their perf trampolines; the interpreter's
-perf map (/tmp/perf-PID.map) names them (`py::qualname:filename`).
+perf map (/tmp/perf-PID.map) names them (`py::qualname:filename`). Callgrind separates the
+activations of a function already active on the stack (`--separate-recs`, default 2) as
+`NAME'2`: only the outermost activation, `NAME`, is read, whose inclusive cost holds the deeper
+ones (each `'2` activation's inclusive cost counted again would put a recursive function's
+count above its test's).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 _NAMED = re.compile(r"^\((\d+)\)(?: (.*))?$")
 _ADDRESS = re.compile(r"^0x([0-9a-fA-F]+)$")
+_RECURSION = re.compile(r"'\d+$")  # NAME'2: a deeper activation of a function already active
 PYTHON_PREFIX = "py::"
 
 
@@ -106,10 +111,14 @@ def read_perf_map(path: str | Path) -> list[tuple[int, int, str]]:
 
 def python_functions(dump: Dump, perf_map: list[tuple[int, int, str]]) -> dict[str, int]:
     """Inclusive instructions per Python function ("qualname:filename"), from the trampolines'
-    addresses in the dump. Two trampolines of one function (a code object re-created) add up."""
+    addresses in the dump: the function with all it calls, over its outermost activations only
+    (a recursion is counted once). Two trampolines of one function (a code object re-created)
+    add up."""
     by_start = {start: name for start, _size, name in perf_map}
     found: dict[str, int] = {}
     for fn, cost in dump.inclusive.items():
+        if _RECURSION.search(fn):
+            continue
         match = _ADDRESS.match(fn.split("'", 1)[0])
         name = by_start.get(int(match.group(1), 16)) if match else None
         if name is not None and cost > 0:

@@ -23,6 +23,10 @@ from .child_plugin import LABEL_PREFIX, RESULTS_ENV
 
 HASH_SEED = "0"
 CALLGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no")
+# Callgrind's defaults, pinned against a VALGRIND_OPTS that changes them: how the counts are
+# split among functions, never the test's total (so not part of the counts' environment). A
+# recursion's deeper activations are entries of their own, NAME'2 (callgrind_out.py).
+ATTRIBUTION_OPTIONS = ("--separate-recs=2", "--separate-callers=0")
 # Options of the user's invocation that shape collection and the run, kept for the child
 # (with their value: the next argument, or after "=").
 KEPT_OPTIONS = (
@@ -128,6 +132,7 @@ def command(
     cmd = [
         "valgrind",
         *CALLGRIND_OPTIONS,
+        *ATTRIBUTION_OPTIONS,
         "-q",
         f"--callgrind-out-file={out_dir}/callgrind.out.%p",
         sys.executable,
