@@ -424,6 +424,39 @@ def test_the_workers_malloc_policy_does_not_depend_on_their_history(monkeypatch)
     assert "MALLOC_MMAP_THRESHOLD_" not in tuned
 
 
+TRIM_PROBE = """
+import ctypes
+libc = ctypes.CDLL(None)
+libc.malloc.restype = libc.sbrk.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+libc.sbrk.argtypes = [ctypes.c_ssize_t]
+blocks = [libc.malloc(100_000) for _ in range(40)]  # 4 MB at the heap top, each under mmap
+top = libc.sbrk(0)
+for block in reversed(blocks):
+    libc.free(block)
+print(int(libc.sbrk(0) < top))  # 1: the freed top went back to the system
+"""
+
+
+@needs_glibc
+def test_the_workers_keep_the_heap_top_they_free(monkeypatch):
+    # Trimming the heap's top depends on where a test's memory lies in the process: one side
+    # of an unchanged sqlparse test page-faulted its buffer back in on every call (1.6x).
+    for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)
+
+    def trimmed(env: dict[str, str]) -> int:
+        done = subprocess.run(
+            [sys.executable, "-c", TRIM_PROBE], env=env, capture_output=True, text=True, check=True
+        )
+        return int(done.stdout)
+
+    assert trimmed(dict(os.environ)) == 1  # the probe sees glibc's default trimming
+    assert trimmed(pairs.worker_env(os.environ)) == 0
+    tuned = pairs.worker_env({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=65536"})
+    assert "MALLOC_TRIM_THRESHOLD_" not in tuned  # the user's own setting is kept
+
+
 @needs_glibc
 def test_pairs_rotate_over_three_workers_per_side_each_with_the_fixed_malloc_policy(
     pytester, tmp_path
