@@ -513,10 +513,13 @@ def run_mode(
     return result
 
 
-def leak_section(output: str) -> list[str]:
-    """The lines of the terminal summary's likely-leak list (up to its blank line)."""
+LEAK_SECTIONS = ("Likely leaks", "Memory retained across tests")
+
+
+def leak_section(output: str, title: str = LEAK_SECTIONS[0]) -> list[str]:
+    """The lines of one of the terminal summary's leak lists (up to its blank line)."""
     lines = output.splitlines()
-    start = next((i for i, s in enumerate(lines) if s.startswith("Likely leaks")), None)
+    start = next((i for i, s in enumerate(lines) if s.startswith(title)), None)
     if start is None:
         return []
     found = []
@@ -538,9 +541,14 @@ def leak_check(directory: Path, gate: GateSuite) -> dict[str, Any]:
     finally:
         restore(directory)
     where = f"{gate.target.file}:{line}"
-    in_terminal = [s for s in leak_section(leaking.output) if where in s]
+    found = {t: [s for s in leak_section(leaking.output, t) if where in s] for t in LEAK_SECTIONS}
     clean_leaks = [s for s in leak_section(clean.output) if ":" in s and "probability" in s]
-    return {"line": where, "in_terminal": in_terminal[:3], "unchanged_flagged": clean_leaks[:5]}
+    return {
+        "line": where,
+        "in_terminal": [s for t in LEAK_SECTIONS for s in found[t]][:3],
+        "sections": [t for t in LEAK_SECTIONS if found[t]],
+        "unchanged_flagged": clean_leaks[:5],
+    }
 
 
 def markdown(
@@ -574,7 +582,7 @@ def markdown(
         leak = leaks.get(name, {})
         rows.append(
             f"| {name} | {plain.get(name, 0):.1f} s | {f.get('slow-1.2', 0):.2f}x | "
-            f"{f.get('slow-1.5', 0):.2f}x | {'yes' if leak.get('in_terminal') else 'no'} "
+            f"{f.get('slow-1.5', 0):.2f}x | {'; '.join(leak.get('sections', [])) or 'no'} "
             f"({leak.get('line', '')}) | {len(leak.get('unchanged_flagged', []))} |"
         )
     for r in results:
