@@ -7,13 +7,15 @@ checked on synthetic signal delays."""
 
 from __future__ import annotations
 
+import dis
 import importlib.util
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from pytest_scalene.core.model import TestProfile
-from pytest_scalene.sampling.cpu_sampler import CpuSampler
+from pytest_scalene.sampling.cpu_sampler import CpuSampler, where_it_ran
 from pytest_scalene.sampling.scope import CodeScope
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="RESUME is 3.11+")
@@ -63,6 +65,55 @@ def test_small_functions_called_in_a_loop_charge_their_callers_not_their_def_lin
     assert total > 0.3, by_line
     assert on_defs <= 0.02 * total, by_line
     assert on_callers >= 0.5 * total, by_line
+
+
+DECORATED = """
+def deco(function):
+    return function
+
+
+@deco
+def helper(x):  # DEF
+    # a comment, no instruction
+    return x + 1  # BODY
+
+
+def caller():
+    return helper(1)  # CALLER
+"""
+
+
+def _load(tmp_path, name: str, source: str):
+    (tmp_path / f"{name}.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lines = source.splitlines()
+    return module, {tag: n for n, t in enumerate(lines, 1) for tag in t.split("# ")[1:]}
+
+
+def _at_entry(code, back=None) -> SimpleNamespace:
+    """A frame of `code` stopped on its entry RESUME, as the signal handler sees it."""
+    resume = next(i.offset for i in dis.get_instructions(code) if i.opname == "RESUME")
+    return SimpleNamespace(f_code=code, f_lasti=resume, f_back=back, f_lineno=code.co_firstlineno)
+
+
+def test_a_sample_at_a_function_entry_goes_to_its_caller_else_its_first_body_line(tmp_path):
+    module, at = _load(tmp_path, "entry", DECORATED)
+    scope = CodeScope(tmp_path)
+    code, calling = module.helper.__code__, module.caller.__code__
+    caller = SimpleNamespace(f_code=calling, f_lasti=-1, f_back=None, f_lineno=at["CALLER"])
+    key, _first = where_it_ran(scope, _at_entry(code, back=caller))
+    assert (key.line, key.function) == (at["CALLER"], "caller")
+    # Called from outside profiled code (pytest calling a test): past the decorator and the
+    # comment, the first line with instructions.
+    key, first = where_it_ran(
+        scope,
+        _at_entry(
+            code, back=SimpleNamespace(f_code=dis.dis.__code__, f_lasti=-1, f_back=None, f_lineno=1)
+        ),
+    )
+    assert (key.line, key.function, first) == (at["BODY"], "helper", code.co_firstlineno)
 
 
 # -- the main thread's Python/native split, on synthetic delays ----------------------------------

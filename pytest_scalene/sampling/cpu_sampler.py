@@ -98,7 +98,7 @@ def where_it_ran(scope: CodeScope, frame: FrameType | None) -> tuple[LineKey, in
     found = scope.profiled_frame(frame)
     if found is None:
         return None
-    inner, name = found
+    inner, _name = found
     if not at_entry(inner):
         return scope.locate(inner)
     caller = scope.locate(inner.f_back)
