@@ -191,11 +191,13 @@ class Gates:
         current = entry_from_profile(profile, self.rootdir)
         # Counting instructions replaces the timed CPU verdict (a budget on cpu_s still holds).
         counted = self.options.measure == "instructions"
-        repeated = self.options.repeat.more
-        warm_up = None if counted else _warm_up(entry.cpu.get(WARM_UP_KEY), profile, repeated)
+        before, after = entry.metrics.get("cpu_s"), current.metrics.get("cpu_s")
+        warm_up = None
+        if not counted and before is not None and after is not None:
+            repeated = self.options.repeat.more
+            warm_up = _warm_up(entry.cpu.get(WARM_UP_KEY), profile, repeated)
         result = compare(entry, current, rule, CPU_TIMED if counted or warm_up else ())
         if warm_up is not None:
-            before, after = entry.metrics.get("cpu_s"), current.metrics.get("cpu_s")
             result.findings.append(Finding("not_compared", "cpu_s", before, after, warm_up))
         return stored, result
 
