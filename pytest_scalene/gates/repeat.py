@@ -115,7 +115,7 @@ def quiet_rerun(item: pytest.Item) -> Iterator[list[Any]]:
     "error" filter still raises). pluggy's hook calls all go through the plugin manager's
     `_inner_hookexec`, the point its own tracing wraps."""
     manager = item.config.pluginmanager
-    inner = manager._inner_hookexec
+    inner = getattr(manager, "_inner_hookexec", None)  # absent: the reports go through
     held: list[Any] = []
 
     def hookexec(name: str, impls: Any, kwargs: Any, firstresult: bool) -> Any:
@@ -126,12 +126,14 @@ def quiet_rerun(item: pytest.Item) -> Iterator[list[Any]]:
 
     counts = _failed_subtests(item.config)
     counted = dict(counts) if counts is not None else {}
-    manager._inner_hookexec = hookexec
+    if inner is not None:
+        manager._inner_hookexec = hookexec
     try:
         with warnings.catch_warnings(record=True):
             yield held
     finally:
-        manager._inner_hookexec = inner
+        if inner is not None:
+            manager._inner_hookexec = inner
         if counts is not None:
             counts.clear()
             counts.update(counted)
