@@ -443,3 +443,8 @@ def test_a_line_under_a_tenth_of_the_test_is_not_judged():
     assert compare(small, grown_small, RUN_RULE).regressions == []
     big_share = NoiseRule(line_share=0.09)
     assert failed(compare(small, grown_small, big_share)) != []
+
+
+def test_a_sample_weighs_at_least_one_scheduler_tick():
+    # Asked for 1 ms, the CPU-time timer fires every 4 ms: the error is that of 4 ms samples.
+    assert NoiseRule.for_run(None, 0.001, 10 * 2**20).interval_s == 0.004

@@ -29,6 +29,10 @@ CPU_FLOOR_INTERVALS = 5
 # Standard errors of the samples a CPU growth must exceed. With 3, a test of 0.03 s (3 samples)
 # must grow by 0.13 s to fail; above ~0.45 s of CPU the +75% tolerance is the larger limit.
 CPU_ERRORS = 3.0
+# A CPU-time timer fires on the scheduler tick: 250 signals per CPU-second were measured here
+# whatever smaller interval was asked (../shared/docs/verdict-noise.md), so a sample weighs at
+# least 4 ms.
+MIN_SAMPLE_S = 0.004
 GPU_FLOOR_MB = 32.0  # NVML reports allocator reservations, which move in chunks of MBs
 LINE_SHARE = 0.10
 # Footprints, not costs: a line's peak is the footprint while it ran, which holds what earlier
@@ -47,7 +51,7 @@ class NoiseRule:
     memory_floor_mb: float = 10.0
     gpu_floor_mb: float = GPU_FLOOR_MB
     line_share: float = LINE_SHARE
-    interval_s: float = 0.01  # the CPU sampling interval: the size of one sample's error
+    interval_s: float = 0.01  # the CPU time one sample weighs: the size of its error
 
     @classmethod
     def for_run(
@@ -57,7 +61,7 @@ class NoiseRule:
             tolerance=tolerance,
             cpu_floor_s=max(MIN_CPU_FLOOR_S, CPU_FLOOR_INTERVALS * interval_s),
             memory_floor_mb=memory_threshold / 2**20,
-            interval_s=interval_s,
+            interval_s=max(MIN_SAMPLE_S, interval_s),
         )
 
     def tolerance_for(self, metric: str) -> float:
