@@ -253,6 +253,7 @@ def test_xdist_controller_merges_and_verdicts_match_a_plain_run(pytester, monkey
         "--profile-save-baseline",
         "--profile-memory=no",
         "--profile-json=saved.json",
+        "--profile-repeat=2",  # warm runs: which test is a worker's first (warm-up) varies
     )
     saved.assert_outcomes(passed=5, failed=1)
     assert saved.stdout.str().count("baseline saved:") == 1
@@ -265,7 +266,12 @@ def test_xdist_controller_merges_and_verdicts_match_a_plain_run(pytester, monkey
 
     # 20x the work against +500% allowed: the verdicts are about merging, not about noise.
     monkeypatch.setenv("SCALE", "20")
-    compare = ("--profile-compare", "--profile-memory=no", "--profile-regression=5")
+    compare = (
+        "--profile-compare",
+        "--profile-memory=no",
+        "--profile-regression=5",
+        "--profile-repeat=2",
+    )
     plain = run(pytester, *compare, "--profile-json=plain.json")
     spread = run(pytester, "-n", "2", *compare, "--profile-json=spread.json")
     plain.assert_outcomes(passed=4, failed=2)

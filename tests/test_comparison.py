@@ -10,6 +10,7 @@ from pytest_scalene.core.model import LineKey, TestProfile
 from pytest_scalene.gates.baseline_store import LineEntry, TestEntry
 from pytest_scalene.gates.comparison import NoiseRule, compare
 from pytest_scalene.gates.line_matching import match_lines
+from pytest_scalene.gates.metrics import COMPARED
 from pytest_scalene.gates.repeat import combine_runs
 
 F = "tests/test_etl.py"
@@ -163,7 +164,8 @@ def test_noise_floor_and_line_share():
         peak_mb=215.0,  # +5 MB: under one sampling threshold
     )
     assert failed(compare(BASE, noisy, RULE)) == []
-    assert failed(compare(BASE, noisy, NoiseRule(tolerance=0.0, cpu_floor_s=0.0))) != []
+    no_floor = NoiseRule(tolerance=0.0, cpu_floor_s=0.0, interval_s=0.0)  # nor sampling error
+    assert failed(compare(BASE, noisy, no_floor)) != []
 
 
 def test_new_and_vanished_lines_are_reported_not_failed():
@@ -229,7 +231,7 @@ rules = st.builds(
     tolerance=st.none() | st.floats(min_value=0, max_value=3),
     cpu_floor_s=st.floats(min_value=0, max_value=1),
     memory_floor_mb=st.floats(min_value=0, max_value=50),
-    copy_floor_mb=st.floats(min_value=0, max_value=50),
+    interval_s=st.floats(min_value=0, max_value=0.02),
 )
 
 
@@ -243,8 +245,7 @@ def test_a_profile_never_regresses_against_itself(test, rule):
 @given(entries, rules, st.sampled_from(METRICS), st.floats(min_value=0.01, max_value=100))
 def test_growth_beyond_tolerance_and_floor_always_regresses(test, rule, metric, margin):
     base = test.metrics.get(metric, 1.0)
-    floor = rule.floor(metric)
-    grown = max(base * (1 + rule.tolerance_for(metric)), base + floor) + margin
+    grown = base + rule.least_growth(metric, base) + margin
     current = TestEntry({**test.metrics, metric: grown}, test.lines, test.elapsed_s)
     baseline = TestEntry({**test.metrics, metric: base}, test.lines, test.elapsed_s)
     regressed = [f.metric for f in compare(baseline, current, rule).regressions]
@@ -374,3 +375,76 @@ def test_a_baseline_from_before_counted_copies_is_not_compared_and_says_why():
     [note] = [f for f in found if f.kind == "not_compared"]
     assert (note.metric, note.failed) == ("copy_mb", False)
     assert "predates counted copy volume" in note.message and "re-save" in note.message
+
+
+# -- steps and sampling error (the noise rule's floors from the METRICS table) ------------------
+RUN_RULE = NoiseRule.for_run(None, 0.01, 10 * 2**20)  # the defaults: 10 ms, 10 MB
+
+
+def allocates(alloc_mb: float) -> TestEntry:
+    lines = (line("load", 4, "rows = build(n)", 14, alloc_mb=alloc_mb),)
+    return TestEntry({"alloc_mb": alloc_mb}, lines, 1.0)
+
+
+def test_sampled_allocation_one_drawn_step_apart_passes():
+    # A third-party suite, unchanged: "25.0 MB vs baseline 10.5 MB" failed. The shim samples
+    # the footprint at thresholds drawn in [T/2, 3T/2): one step is up to 15 MB at T = 10 MB.
+    assert RUN_RULE.floor("alloc_mb") == 15.0
+    assert compare(allocates(10.5), allocates(25.0), RUN_RULE).regressions == []
+    assert failed(compare(allocates(10.5), allocates(40.0), RUN_RULE)) != []
+
+
+def test_every_step_counted_metric_has_its_step_as_the_floor():
+    stepped = {m.name: m.step_thresholds for m in COMPARED if m.step_thresholds}
+    assert stepped == {"alloc_mb": 1.5, "copy_mb": 2}
+    for name, steps in stepped.items():
+        assert RUN_RULE.floor(name) == steps * 10.0
+        assert not RUN_RULE.regressed(name, 20.0, 20.0 + steps * 10.0)  # one step apart
+
+
+def cpu(test_s: float, line_s: float) -> TestEntry:
+    return entry(line("load", 3, "total = crunch(frame)", 13, cpu_s=line_s), cpu_s=test_s)
+
+
+def test_a_cpu_figure_of_a_few_samples_is_judged_with_its_sampling_error():
+    # "CPU time 0.12 s vs baseline 0.03 s (+287%)" on an unchanged test of 3 and 12 samples:
+    # 0.09 s is under 3 standard errors, sqrt(15) x 10 ms each; neither the test nor its line
+    # fails, and the ok verdict says what limits it.
+    result = compare(cpu(0.03, 0.03), cpu(0.12, 0.12), RUN_RULE)
+    assert result.regressions == []
+    [ok] = [f for f in result.findings if f.kind == "ok"]
+    assert "3 standard errors of its samples" in ok.message and ok.limit > 0.15
+    # Ten times the time is beyond the error, on the test and on its line
+    assert [f.line for f in compare(cpu(0.03, 0.03), cpu(0.3, 0.3), RUN_RULE).regressions] == [
+        None,
+        "tests/test_etl.py:13 load",
+    ]
+
+
+def test_a_long_cpu_figure_is_limited_by_the_tolerance_not_the_sampling_error():
+    assert RUN_RULE.least_growth("cpu_s", 2.0) == 0.75 * 2.0
+    assert RUN_RULE.regressed("cpu_s", 2.0, 3.6)
+
+
+def test_a_line_under_a_tenth_of_the_test_is_not_judged():
+    # The line grew by more than the tolerance, the floor and its sampling error; it holds 9%
+    # of the test, so it is not judged (the line-share rule), and at 10% it would be.
+    small = entry(
+        line("load", 2, "frame = read(path)", 12, cpu_s=9.5),
+        line("load", 3, "total = crunch(frame)", 13, cpu_s=0.5),
+        cpu_s=10.0,
+    )
+    grown_small = entry(
+        line("load", 2, "frame = read(path)", 12, cpu_s=9.5),
+        line("load", 3, "total = crunch(frame)", 13, cpu_s=0.95),
+        cpu_s=10.45,
+    )
+    assert RUN_RULE.regressed("cpu_s", 0.5, 0.95)
+    assert compare(small, grown_small, RUN_RULE).regressions == []
+    big_share = NoiseRule(line_share=0.09)
+    assert failed(compare(small, grown_small, big_share)) != []
+
+
+def test_a_sample_weighs_at_least_one_scheduler_tick():
+    # Asked for 1 ms, the CPU-time timer fires every 4 ms: the error is that of 4 ms samples.
+    assert NoiseRule.for_run(None, 0.001, 10 * 2**20).interval_s == 0.004

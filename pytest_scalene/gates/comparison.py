@@ -2,19 +2,22 @@
 
 The noise rule (docs/baselines.md): a metric regressed when it grew by more than the relative
 tolerance AND by more than an absolute floor below which the profiler cannot tell a difference
-from noise (CPU: max(0.05 s, 5 sampling intervals); memory: one sampling threshold; copy volume:
-one copy step). Each gate judges what is counted where there is such a figure (bytes, not
-bytes per second); CPU is judged on CPU time, never wall time. A line is judged only when it
+from noise (CPU: max(0.05 s, 5 sampling intervals); memory: one sampling threshold; a figure
+counted in sampling steps, such as copy volume and sampled allocation: one step, from the
+METRICS table). A CPU figure must also grow by more than CPU_ERRORS standard errors of its
+samples: n samples of interval dt read sqrt(n) * dt apart, so a figure of a few samples is
+judged with that error. Each gate judges what is counted where there is such a figure (bytes,
+not bytes per second); CPU is judged on CPU time, never wall time. A line is judged only when it
 carries at least `line_share` of the test's total for that metric. New and vanished lines are
 reported, never failed.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ..config.options import DEFAULT_TOLERANCE
-from ..sampling.memory_sampler import COPY_STEP_THRESHOLDS
 from .baseline_store import LineEntry, TestEntry
 from .findings import JUDGED, Comparison, Finding
 from .line_matching import match_lines, where
@@ -23,6 +26,13 @@ from .metrics import COMPARED, METRICS
 CPU_TIMED = ("cpu_s",)  # compared metrics that move with the load on other cores
 MIN_CPU_FLOOR_S = 0.05
 CPU_FLOOR_INTERVALS = 5
+# Standard errors of the samples a CPU growth must exceed. With 3, a test of 0.03 s (3 samples)
+# must grow by 0.13 s to fail; above ~0.45 s of CPU the +75% tolerance is the larger limit.
+CPU_ERRORS = 3.0
+# A CPU-time timer fires on the scheduler tick: 250 signals per CPU-second were measured here
+# whatever smaller interval was asked (../shared/docs/verdict-noise.md), so a sample weighs at
+# least 4 ms.
+MIN_SAMPLE_S = 0.004
 GPU_FLOOR_MB = 32.0  # NVML reports allocator reservations, which move in chunks of MBs
 LINE_SHARE = 0.10
 # Footprints, not costs: a line's peak is the footprint while it ran, which holds what earlier
@@ -36,12 +46,12 @@ FUNCTION_SHARE = 0.005
 class NoiseRule:
     tolerance: float | None = None  # allowed relative growth; None: per-metric defaults
     cpu_floor_s: float = MIN_CPU_FLOOR_S
-    memory_floor_mb: float = 10.0  # one memory sampling threshold
-    # One copy step: the shim counts copies in whole steps, so two runs of the same copies
-    # differ by less than one step (docs/memory.md).
-    copy_floor_mb: float = 20.0
+    # One memory sampling threshold: the floor of memory figures and the unit of the steps of
+    # those counted in steps (Metric.step_thresholds: a copy step is two thresholds).
+    memory_floor_mb: float = 10.0
     gpu_floor_mb: float = GPU_FLOOR_MB
     line_share: float = LINE_SHARE
+    interval_s: float = 0.01  # the CPU time one sample weighs: the size of its error
 
     @classmethod
     def for_run(
@@ -51,7 +61,7 @@ class NoiseRule:
             tolerance=tolerance,
             cpu_floor_s=max(MIN_CPU_FLOOR_S, CPU_FLOOR_INTERVALS * interval_s),
             memory_floor_mb=memory_threshold / 2**20,
-            copy_floor_mb=COPY_STEP_THRESHOLDS * memory_threshold / 2**20,
+            interval_s=max(MIN_SAMPLE_S, interval_s),
         )
 
     def tolerance_for(self, metric: str) -> float:
@@ -60,16 +70,35 @@ class NoiseRule:
         return DEFAULT_TOLERANCE[metric]
 
     def floor(self, metric: str) -> float:
-        """The smallest growth of `metric` that can count as a regression."""
+        """The smallest growth of `metric` that can count as a regression, whatever its value."""
         if metric == "cpu_s":
             return self.cpu_floor_s
         if metric == "gpu_peak_mb":
             return self.gpu_floor_mb
-        if metric == "copy_mb":
-            return self.copy_floor_mb
         if metric == "instructions":
             return 0.0  # counted: the tolerance alone decides
-        return self.memory_floor_mb
+        step = METRICS[metric].step_thresholds * self.memory_floor_mb
+        return max(self.memory_floor_mb, step)
+
+    def sampling_growth(self, metric: str, before: float) -> float:
+        """The growth d of a CPU figure that equals CPU_ERRORS standard errors of the difference
+        of two sampled figures, before and before + d: d = z * sqrt(dt * (2 * before + d))."""
+        if metric != "cpu_s" or self.interval_s <= 0:
+            return 0.0
+        z2dt = CPU_ERRORS**2 * self.interval_s
+        return (z2dt + math.sqrt(z2dt**2 + 8 * z2dt * max(0.0, before))) / 2
+
+    def least_growth(self, metric: str, before: float) -> float:
+        """The growth from `before` that a regression must exceed: the tolerance, the floor and
+        the sampling error, whichever is largest."""
+        return max(
+            self.tolerance_for(metric) * before,
+            self.floor(metric),
+            self.sampling_growth(metric, before),
+        )
+
+    def regressed(self, metric: str, before: float, after: float) -> bool:
+        return after - before > self.least_growth(metric, before)
 
 
 def compare(
@@ -125,7 +154,8 @@ def _alloc(entry: LineEntry | None) -> float:
 def _with_limit(finding: Finding, rule: NoiseRule) -> Finding:
     if finding.kind not in JUDGED or finding.baseline is None:
         return finding
-    return replace(finding, limit=finding.baseline * (1 + rule.tolerance_for(finding.metric)))
+    before = finding.baseline
+    return replace(finding, limit=before + rule.least_growth(finding.metric, before))
 
 
 def _incomparable_counts(baseline: TestEntry, current: TestEntry, result: Comparison) -> set[str]:
@@ -231,6 +261,7 @@ class _Judge:
 
     def __init__(self, name: str, rule: NoiseRule) -> None:
         self.name, self.metric = name, METRICS[name]
+        self.rule = rule
         self.tolerance = rule.tolerance_for(name)
         self.floor = rule.floor(name)
         self.line_share = rule.line_share
@@ -239,7 +270,15 @@ class _Judge:
         return 0.0 if entry is None else entry.metrics.get(self.name, 0.0)
 
     def regressed(self, before: float, after: float) -> bool:
-        return after > before * (1 + self.tolerance) and after - before > self.floor
+        return self.rule.regressed(self.name, before, after)
+
+    def absolute_limit(self, before: float) -> str:
+        """The floor as the ok message shows it, with the sampling error where that is larger."""
+        sampled = self.rule.sampling_growth(self.name, before)
+        if sampled > self.floor:
+            errors = f"{CPU_ERRORS:g} standard errors of its samples"
+            return f" and +{self.metric.format(sampled)}, {errors}"
+        return f" and +{self.metric.format(self.floor)}" if self.floor > 0 else ""
 
     def versus(self, before: float, after: float) -> str:
         fmt = self.metric.format
@@ -256,7 +295,7 @@ class _Judge:
         label, fmt = self.metric.label, self.metric.format
         before, after = self.value(baseline), self.value(current)
         if not self.regressed(before, after):
-            floor = f" and +{fmt(self.floor)}" if self.floor > 0 else ""
+            floor = self.absolute_limit(before)
             message = (
                 f"{label} {self.versus(before, after)}; fails above "
                 f"+{self.tolerance * 100:.0f}%{floor})"

@@ -11,6 +11,7 @@ extra["baseline"], so the JSON, HTML, terminal and Markdown reports show them.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -21,13 +22,13 @@ from ..core import runenv
 from ..core.model import TestProfile
 from ..core.outputs import Outputs
 from ..core.verdict import Verdict
-from ..sampling.profiler import Profiler
+from ..sampling.profiler import WARM_UP_KEY, Profiler
 from . import baseline_store
 from .baseline_entry import entry_from_profile
 from .baseline_keep import within_noise
 from .budgets import MARKER, Budget, BudgetError, check, parse_marks
 from .comparison import CPU_TIMED, NoiseRule, compare
-from .findings import Comparison
+from .findings import Comparison, Finding
 from .leak_confirm import confirm_leaks
 from .metrics import METRICS, Availability
 from .repeat import (
@@ -192,8 +193,16 @@ class Gates:
         rule = NoiseRule.for_run(tolerance, options.interval_s, options.memory_threshold)
         current = entry_from_profile(profile, self.rootdir)
         # Counting instructions replaces the timed CPU verdict (a budget on cpu_s still holds).
-        skip = CPU_TIMED if self.options.measure == "instructions" else ()
-        return stored, compare(entry, current, rule, skip)
+        counted = self.options.measure == "instructions"
+        before, after = entry.metrics.get("cpu_s"), current.metrics.get("cpu_s")
+        warm_up = None
+        if not counted and before is not None and after is not None:
+            repeated = self.options.repeat.more
+            warm_up = _warm_up(entry.cpu.get(WARM_UP_KEY), profile, repeated)
+        result = compare(entry, current, rule, CPU_TIMED if counted or warm_up else ())
+        if warm_up is not None:
+            result.findings.append(Finding("not_compared", "cpu_s", before, after, warm_up))
+        return stored, result
 
     def _relative(self, path: Path) -> str:
         """Rootdir-relative, like every path in the reports, when the baselines live there."""
@@ -264,7 +273,9 @@ class Gates:
             return
         tests = self.profiler.session.tests
         entries = {
-            nodeid: entry_from_profile(profile, self.rootdir, commit)
+            nodeid: _marked(
+                entry_from_profile(profile, self.rootdir, commit), profile, self.options.repeat.more
+            )
             for nodeid, profile in sorted(tests.items())
             if profile.outcome == "passed"
         }
@@ -302,3 +313,37 @@ class Gates:
             if isinstance(baseline, dict):
                 lines += [f"{nodeid}: {note}" for note in baseline.get("notes", [])]
         return lines
+
+
+def _cold_first_call(profile: TestProfile, repeated: bool) -> bool:
+    """The test's CPU figure is its process's first profiled call: without --profile-repeat
+    (`repeated`), whose CPU figures come from the runs after the first. Confirmation re-runs do
+    not change it: the figure they are judged against is the first call's."""
+    return bool(profile.extra.get(WARM_UP_KEY)) and not repeated
+
+
+def _marked(
+    entry: baseline_store.TestEntry, profile: TestProfile, repeated: bool
+) -> baseline_store.TestEntry:
+    """A saved entry whose CPU time carries the process's warm-up says so (`cpu.warm_up`)."""
+    if not _cold_first_call(profile, repeated):
+        return entry
+    return replace(entry, cpu={**entry.cpu, WARM_UP_KEY: 1.0})
+
+
+def _warm_up(baseline_warm: float | None, profile: TestProfile, repeated: bool) -> str | None:
+    """Why the CPU time is not compared when one side's is its session's first call and the
+    other's is not: imports and warm-up go to whichever test runs first, so such a figure depends
+    on the tests that ran before it (under --lf an unchanged test read -56%). Two first calls
+    (the same test first on both sides, as in every run of a whole suite) compare as usual."""
+    if _cold_first_call(profile, repeated) == bool(baseline_warm):
+        return None
+    if baseline_warm:
+        whose = "the baseline's CPU time was saved from its session's first profiled call"
+    else:
+        whose = "this run's CPU time is its session's first profiled call (not the baseline's)"
+    return (
+        f"CPU time not compared: {whose}, which carries the process's warm-up (imports, first "
+        "calls, caches); it is compared when both sides ran first or neither did, or with "
+        "--profile-repeat=2 or more on both sides (warm runs)"
+    )

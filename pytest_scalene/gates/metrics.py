@@ -12,6 +12,12 @@ from dataclasses import dataclass
 
 from ..core.model import LineKey, LineStats, TestProfile
 from ..core.natural_values import float_or_none
+from ..sampling.memory_sampler import COPY_STEP_THRESHOLDS
+
+# The shim samples the footprint each time it moves by a threshold drawn uniformly in
+# [T/2, 3T/2) around the mean T (native/shim.cpp, next_threshold): a sampled allocation is
+# counted in steps of up to 1.5 thresholds.
+ALLOC_STEP_THRESHOLDS = 1.5
 
 
 def _extra(name: str) -> Callable[[LineStats | TestProfile], float | None]:
@@ -82,6 +88,10 @@ class Metric:
     line_unit: str | None = None  # the unit of of_line when it differs (python_fraction)
     compared: bool = True  # kept in baselines and judged by --profile-compare
     size: bool = False  # the marker also takes strings such as "200 MB"
+    # A count of sampling steps: the largest step, in memory thresholds (0: not counted in
+    # steps). Two runs of the same code can read one step apart, so the noise rule's floor is
+    # at least one step (gates/comparison.py).
+    step_thresholds: float = 0.0
 
     def format(self, value: float, unit: str | None = None) -> str:
         unit = self.unit if unit is None else unit
@@ -137,6 +147,7 @@ METRICS: dict[str, Metric] = {
             _sum_of_lines("alloc_mb"),
             _extra("alloc_mb"),
             size=True,
+            step_thresholds=ALLOC_STEP_THRESHOLDS,
         ),
         # Resident growth (RSS): what the allocations cost in RAM (untouched pages cost none).
         # Judged on the test's total only: a line's share depends on where CPU samples land.
@@ -159,6 +170,7 @@ METRICS: dict[str, Metric] = {
             _sum_of_lines("copy_mb"),
             _extra("copy_mb"),
             size=True,
+            step_thresholds=COPY_STEP_THRESHOLDS,  # the shim counts copies per whole copy step
         ),
         Metric(
             "copy_mb_s",

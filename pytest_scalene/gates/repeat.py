@@ -15,12 +15,16 @@ of a comparison measure alike (docs/baselines.md, "Which run each figure comes f
 The test function is called again through `item.runtest()` with the fixture values of the first
 call: setup and teardown run once. A repeat never changes the test's outcome: a run that fails or
 skips (a test that is not idempotent) ends the repeats, its profile is dropped, and the test is
-judged on the runs before it, with a "not repeatable" note (NOT_REPEATABLE_KEY).
+judged on the runs before it, with a "not repeatable" note (NOT_REPEATABLE_KEY). Nor does it change
+pytest's counts: what a repeat reports of itself (subtests' reports, the warnings it raises)
+reaches no plugin (`quiet_rerun`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -85,27 +89,85 @@ CONFIRM_PAUSES_S = (0.5, 1.0, 2.0, 4.0)
 NOT_REPEATABLE_KEY = "not_repeatable"  # in TestProfile.extra: why the repeats stopped early
 
 
+# Hooks through which a test's call reports on itself while it runs (pytest's `subtests` fixture
+# and unittest's subTest send a report per subtest): a repeat's must not count again.
+QUIET_HOOKS = ("pytest_runtest_logreport", "pytest_exception_interact")
+
+
+class SubtestFailed(AssertionError):
+    """A subtest failed in a repeat: the repeat did not pass."""
+
+
+def _failed_subtests(config: pytest.Config) -> dict[Any, int] | None:
+    """pytest's count of failed subtests per node (pytest 9+), which fails a passed test."""
+    try:
+        from _pytest.subtests import failed_subtests_key
+    except ImportError:
+        return None
+    return config.stash.get(failed_subtests_key, None)
+
+
+@contextmanager
+def quiet_rerun(item: pytest.Item) -> Iterator[list[Any]]:
+    """While `item`'s call runs again: the QUIET_HOOKS calls reach no plugin (they are yielded
+    instead, so that a failed subtest can be seen), pytest's failed-subtest count is restored,
+    and the warnings raised are recorded apart and dropped, the filters left as they are (an
+    "error" filter still raises). pluggy's hook calls all go through the plugin manager's
+    `_inner_hookexec`, the point its own tracing wraps."""
+    manager = item.config.pluginmanager
+    inner = getattr(manager, "_inner_hookexec", None)  # absent: the reports go through
+    held: list[Any] = []
+
+    def hookexec(name: str, impls: Any, kwargs: Any, firstresult: bool) -> Any:
+        if name in QUIET_HOOKS:
+            held.append(kwargs.get("report"))
+            return None if firstresult else []
+        return inner(name, impls, kwargs, firstresult)
+
+    counts = _failed_subtests(item.config)
+    counted = dict(counts) if counts is not None else {}
+    if inner is not None:
+        manager._inner_hookexec = hookexec
+    try:
+        with warnings.catch_warnings(record=True):
+            yield held
+    finally:
+        if inner is not None:
+            manager._inner_hookexec = inner
+        if counts is not None:
+            counts.clear()
+            counts.update(counted)
+
+
 def rerun_of(item: pytest.Item) -> Callable[[], None]:
     """`item.runtest` for a repeat, raising what a unittest TestCase records instead of raising
     (a skip, a failure): pytest reports such records at the next phase, so a repeat's record
-    left there would count the test twice (a skipped test as two skips)."""
+    left there would count the test twice (a skipped test as two skips). It reports nothing of
+    itself (`quiet_rerun`); a subtest that fails raises SubtestFailed."""
 
     def call() -> None:
         records = getattr(item, "_excinfo", None) or []
         before = len(records)
-        item.runtest()
+        with quiet_rerun(item) as held:
+            item.runtest()
         records = getattr(item, "_excinfo", None) or []
         if len(records) > before:
             new = records[before:]
             del records[before:]
             raise new[0].value
+        failed = [r for r in held if getattr(r, "failed", False)]
+        if failed:
+            raise SubtestFailed(f"{len(failed)} subtest(s) failed")
 
     return call
 
 
 def first_run_recorded_outcome(item: pytest.Item) -> bool:
-    """A unittest TestCase that skipped or failed records it instead of raising: no repeats."""
-    return bool(getattr(item, "_excinfo", None))
+    """A unittest TestCase that skipped or failed records it instead of raising, and a test
+    whose subtests failed is failed at its report: no repeats."""
+    counts = _failed_subtests(item.config)
+    failed = counts.get(getattr(item, "id", item.nodeid), 0) if counts else 0
+    return bool(getattr(item, "_excinfo", None)) or failed > 0
 
 
 def _what_happened(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ import pytest
 from ..config.history_options import HistoryOptions
 from ..core import runenv
 from ..gates.comparison import CPU_TIMED, NoiseRule
-from ..gates.repeat import CONFIRM_PAUSES_S, run_again
+from ..gates.repeat import CONFIRM_PAUSES_S, first_run_recorded_outcome, rerun_of, run_again
 from ..sampling.profiler import Profiler
 from . import record as records
 from .connect import open_store
@@ -76,6 +76,8 @@ class History:
         return judge(current, self.recent.get(nodeid, []), rule)
 
     def after_call(self, item: pytest.Item) -> None:
+        if first_run_recorded_outcome(item):
+            return  # a unittest skip or failure, failed subtests: judged failed, never repeated
         if self.options.compare and item.nodeid in self.profiler.session.tests:
             # The same confirmation as against a baseline: a CPU regression must survive more
             # runs after pauses, the fastest run being judged (comparison.py, the noise rule).
@@ -84,7 +86,8 @@ class History:
                 if not any(v.metric in CPU_TIMED and not v.passed for v in found):
                     break
                 time.sleep(pause)
-                run_again(self.profiler, item.nodeid, 1, item.runtest, warmup=False)
+                # rerun_of: the re-run's subtests, warnings and unittest records are not counted
+                run_again(self.profiler, item.nodeid, 1, rerun_of(item), warmup=False)
 
     def judge(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """The call phase's report: add the history's verdicts; fail the report on one."""

@@ -14,6 +14,10 @@ of that interval (getrusage). The rest is split into Python and native:
 - other threads: `dis` on their current instruction: on a CALL means native, otherwise Python.
 - CPU time of threads Python does not know (BLAS and OpenMP pools) or that ended during the
   interval is the process's CPU time minus the threads' sum: native, charged to the main thread.
+Where: each thread's innermost profiled line, except at a function's entry. On 3.11+ a function
+starts with RESUME, which runs pending signal handlers (and GIL hand-offs) with the frame's line
+on its `def`; the interval was spent before the call, so it goes to the calling line (the first
+body line when no profiled code called it): a `def` line is never charged.
 The handler's own CPU time is excluded: the main thread's clock is read again when it returns.
 The handler never nests: while it waits for the GIL, the next signal may already be pending.
 """
@@ -21,6 +25,7 @@ The handler never nests: while it waits for the GIL, the next signal may already
 from __future__ import annotations
 
 import contextlib
+import dis
 import resource
 import signal
 import threading
@@ -30,7 +35,7 @@ from collections.abc import Callable, Sequence
 # Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
 from sys import _current_frames, _getframe
 from time import perf_counter  # bound now: a test may delete time.perf_counter
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Protocol
 
 from ..core.model import LineKey, TestProfile
@@ -49,6 +54,58 @@ CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_RE
 # late whenever the machine is busy. Half an interval clears both at the default 10 ms interval;
 # native calls shorter than that count as Python (documented in docs/cpu.md).
 PROMPT_FRACTION = 0.5
+
+
+_RESUME = dis.opmap.get("RESUME")  # 3.11+
+_entry_cache: dict[tuple[CodeType, int], bool] = {}
+_body_line_cache: dict[CodeType, int] = {}
+
+
+def at_entry(frame: FrameType) -> bool:
+    """`frame` sits on its function's entry RESUME (oparg 0 in its low bits; 1-3 resume after a
+    yield or an await, on the line of the yield): its line reads as the `def` line."""
+    key = (frame.f_code, frame.f_lasti)
+    found = _entry_cache.get(key)
+    if found is None:
+        code, lasti = frame.f_code.co_code, frame.f_lasti
+        found = (
+            _RESUME is not None
+            and 0 <= lasti < len(code) - 1
+            and code[lasti] == _RESUME
+            and code[lasti + 1] & 3 == 0
+        )
+        if len(_entry_cache) > 100_000:
+            _entry_cache.clear()
+        _entry_cache[key] = found
+    return found
+
+
+def first_body_line(code: CodeType) -> int:
+    """The first line after the `def` (and decorators) that has instructions."""
+    line = _body_line_cache.get(code)
+    if line is None:
+        lines = [n for _s, _e, n in code.co_lines() if n is not None and n > code.co_firstlineno]
+        line = min(lines, default=code.co_firstlineno)
+        if len(_body_line_cache) > 100_000:
+            _body_line_cache.clear()
+        _body_line_cache[code] = line
+    return line
+
+
+def where_it_ran(scope: CodeScope, frame: FrameType | None) -> tuple[LineKey, int] | None:
+    """The profiled line that ran: the innermost one, or at a function's entry its caller's
+    (module doc)."""
+    found = scope.profiled_frame(frame)
+    if found is None:
+        return None
+    inner, _name = found
+    if not at_entry(inner):
+        return scope.locate(inner)
+    caller = scope.locate(inner.f_back)
+    if caller is not None:
+        return caller
+    code = inner.f_code
+    return scope.locate_code(code, first_body_line(code))
 
 
 class SampleListener(Protocol):
@@ -296,7 +353,7 @@ class CpuSampler:
             if is_main:
                 frame = main_frame
                 used += max(0.0, unseen)  # the main thread sorts last: see _ordered_frames
-            located = self.scope.locate(frame)
+            located = where_it_ran(self.scope, frame)
             if is_main:
                 main_key, main_cpu = located, max(0.0, used)
             if used <= 0 and not (is_main and self.clock == "wall"):

@@ -16,6 +16,11 @@ from .cpu_sampler import CpuSampler, SampleListener, SignalBusy
 from .scope import CodeScope
 from .signal_guard import SignalGuard
 
+# TestProfile.extra: the test is its process's first profiled test, so its first call carries
+# the process's warm-up (imports made on first use, first calls, caches filled): how much
+# depends on which tests ran before, not on the test's code (gates/judging.py).
+WARM_UP_KEY = "warm_up"
+
 
 class Collector(Protocol):
     """A metric source (memory, GPU...) started and stopped around each test."""
@@ -33,6 +38,7 @@ class Profiler:
         self.collectors: list[Collector] = []
         self.listeners: list[SampleListener] = []
         self._patches = BlockingPatches()
+        self._warmed_up = False  # a test has been profiled in this process
 
     def wants(self, item: Any) -> bool:
         """Whether a test is profiled: --profile (or a gate that needs profiles), or a
@@ -51,7 +57,12 @@ class Profiler:
     def profiling(self, nodeid: str) -> Iterator[TestProfile]:
         """Profile the enclosed block as test `nodeid`. Profiler failures never hide the test's
         own outcome: they become notes, and the block runs as it would without the profiler."""
-        profile = self.session.tests.setdefault(nodeid, TestProfile(nodeid))
+        profile = self.session.tests.get(nodeid)
+        if profile is None:
+            profile = self.session.tests[nodeid] = TestProfile(nodeid)
+            if not self._warmed_up:
+                profile.extra[WARM_UP_KEY] = True
+        self._warmed_up = True
         sampler = CpuSampler(
             self.scope,
             self.options.interval_s,

@@ -159,3 +159,21 @@ def test_history_compare_passes_a_test_within_its_recent_runs(pytester):
             "ORDER BY r.run_id DESC LIMIT 1"
         ).fetchone()
     assert gates == "passed" and json.loads(stored) == test["verdicts"]
+
+
+@pytest.mark.slow
+def test_history_confirmation_reruns_leave_the_subtest_count_unchanged(pytester):
+    # test_crunch reads as a regression after every confirmation round: 4 quiet re-runs.
+    suite = SUITE.replace(
+        "def test_crunch():\n",
+        "def test_crunch(subtests):\n    for i in range(3):\n        with subtests.test(i=i):\n"
+        "            assert i >= 0\n",
+    )
+    pytester.makepyfile(test_mod=suite)
+    db = pytester.path / "h.db"
+    run(pytester, "-v", "--profile", f"--profile-history={db}").stdout.fnmatch_lines(
+        ["*2 passed, 3 subtests passed in *"]
+    )
+    _copies(db, 8, cpu_s=0.005)
+    result = run(pytester, "-v", "--profile-history-compare", f"--profile-history={db}")
+    result.stdout.fnmatch_lines(["*1 failed, 1 passed, 3 subtests passed in *"])

@@ -1,0 +1,145 @@
+"""Where the CPU sampler charges time, and how it splits it (sampling/cpu_sampler.py).
+
+CPU goes to the line that ran, never to a `def` line: on 3.11+ a function's entry RESUME runs
+the pending timer signal with the frame's line on the `def`, so every small function called in
+a loop used to collect samples on its `def` line. The main thread's Python/native split is
+checked on synthetic signal delays."""
+
+from __future__ import annotations
+
+import dis
+import importlib.util
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_scalene.core.model import TestProfile
+from pytest_scalene.sampling.cpu_sampler import CpuSampler, where_it_ran
+from pytest_scalene.sampling.scope import CodeScope
+
+pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="RESUME is 3.11+")
+
+CALLS = """
+class Box:
+    def __init__(self, x):  # DEF
+        self.x = x
+
+    def __del__(self):  # DEF
+        pass
+
+
+def tiny(x):  # DEF
+    return x + 1
+
+
+def calls(seconds):
+    total, end = 0, time.thread_time() + seconds
+    while time.thread_time() < end:
+        for i in range(10_000):
+            total += tiny(i)  # CALLER
+            box = Box(i)  # CALLER
+    return total, box
+"""
+
+
+def test_small_functions_called_in_a_loop_charge_their_callers_not_their_def_lines(tmp_path):
+    (tmp_path / "calls.py").write_text("import time\n" + CALLS)
+    spec = importlib.util.spec_from_file_location("calls", tmp_path / "calls.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = (tmp_path / "calls.py").read_text().splitlines()
+    marked = {tag: {n for n, t in enumerate(source, 1) if tag in t} for tag in ("DEF", "CALLER")}
+
+    profile = TestProfile("calls")
+    sampler = CpuSampler(CodeScope(tmp_path), 0.01)
+    sampler.start(profile)
+    try:
+        module.calls(0.6)  # ~60 samples; before the fix the three defs took ~45% of them
+    finally:
+        sampler.stop()
+    by_line = {key.line: stats.cpu_s for key, stats in profile.lines.items()}
+    total = sum(by_line.values())
+    on_defs = sum(by_line.get(n, 0.0) for n in marked["DEF"])
+    on_callers = sum(by_line.get(n, 0.0) for n in marked["CALLER"])
+    assert total > 0.3, by_line
+    assert on_defs <= 0.02 * total, by_line
+    assert on_callers >= 0.5 * total, by_line
+
+
+DECORATED = """
+def deco(function):
+    return function
+
+
+@deco
+def helper(x):  # DEF
+    # a comment, no instruction
+    return x + 1  # BODY
+
+
+def caller():
+    return helper(1)  # CALLER
+"""
+
+
+def _load(tmp_path, name: str, source: str):
+    (tmp_path / f"{name}.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lines = source.splitlines()
+    return module, {tag: n for n, t in enumerate(lines, 1) for tag in t.split("# ")[1:]}
+
+
+def _at_entry(code, back=None) -> SimpleNamespace:
+    """A frame of `code` stopped on its entry RESUME, as the signal handler sees it."""
+    resume = next(i.offset for i in dis.get_instructions(code) if i.opname == "RESUME")
+    return SimpleNamespace(f_code=code, f_lasti=resume, f_back=back, f_lineno=code.co_firstlineno)
+
+
+def test_a_sample_at_a_function_entry_goes_to_its_caller_else_its_first_body_line(tmp_path):
+    module, at = _load(tmp_path, "entry", DECORATED)
+    scope = CodeScope(tmp_path)
+    code, calling = module.helper.__code__, module.caller.__code__
+    caller = SimpleNamespace(f_code=calling, f_lasti=-1, f_back=None, f_lineno=at["CALLER"])
+    key, _first = where_it_ran(scope, _at_entry(code, back=caller))
+    assert (key.line, key.function) == (at["CALLER"], "caller")
+    # Called from outside profiled code (pytest calling a test): past the decorator and the
+    # comment, the first line with instructions.
+    key, first = where_it_ran(
+        scope,
+        _at_entry(
+            code, back=SimpleNamespace(f_code=dis.dis.__code__, f_lasti=-1, f_back=None, f_lineno=1)
+        ),
+    )
+    assert (key.line, key.function, first) == (at["BODY"], "helper", code.co_firstlineno)
+
+
+# -- the main thread's Python/native split, on synthetic delays ----------------------------------
+def python_shares(intervals: list[tuple[float, float]]) -> list[float]:
+    """The estimator's Python share of each interval, given (seconds before the timer expired,
+    seconds from the expiry to the handler) per interval; the first interval follows a prompt
+    handler (as after start())."""
+    sampler = CpuSampler(CodeScope("/nonexistent"), 0.01)
+    sampler._prompt_s = 0.5 * sampler.interval_s
+    shares, clock = [], [0.0]
+    sampler._timer_now = lambda: clock[0]  # type: ignore[method-assign]
+    for before_expiry, delay in intervals:
+        sampler._timer_clock, sampler._until_expiry = clock[0], before_expiry
+        clock[0] += before_expiry + delay
+        shares.append(sampler._main_python_share(before_expiry + delay))
+    return shares
+
+
+def test_the_stretch_before_the_expiry_is_split_by_both_ends_of_the_interval():
+    # prompt ends: all Python; a delayed end (native held the signal back 8 ms): the delay is
+    # native and the stretch before the expiry, between a prompt and a delayed end, half Python;
+    # then the next interval, after the delayed end and ending prompt, half again.
+    shares = python_shares([(0.01, 0.001), (0.01, 0.008), (0.01, 0.001), (0.01, 0.009)])
+    assert shares == pytest.approx([1.0, 0.005 / 0.018, (0.005 + 0.001) / 0.011, 0.005 / 0.019])
+
+
+def test_back_to_back_native_calls_are_all_native():
+    shares = python_shares([(0.01, 0.009), (0.01, 0.009), (0.01, 0.008)])
+    assert shares[1:] == pytest.approx([0.0, 0.0])
