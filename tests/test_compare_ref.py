@@ -283,7 +283,10 @@ def test_a_slowed_function_that_is_a_minority_of_its_test_fails_by_the_function_
         failing = [f for f in ab["functions"] if f["verdict"] == "fail"]
         assert [f["function"] for f in failing] == ["slowed"], ab
         assert failing[0]["z"] > verdict.FUNCTION_Z and failing[0]["ratio"] > 1.15, ab
-        assert re.search(r"slower function: mylib\.py:\d+ slowed 1\.\d+x \(its share", text), text
+        # `slowed` calls nothing of the tree: its inclusive time is its self time.
+        assert failing[0]["inclusive_ratio"] == pytest.approx(failing[0]["self_ratio"]), ab
+        shown = r"slower function: mylib\.py:\d+ slowed inclusive 1\.\d+x, self 1\.\d+x \(its self"
+        assert re.search(shown, text), text
         share = failing[0]["baseline_share"]
         assert 0.2 < share < 0.5, f"slowed is {share:.0%} of the test: resize MINORITY"
 

@@ -226,6 +226,9 @@ class Outcome:
     growth: list[verdict.LineGrowth] = field(default_factory=list)
     baseline_runs: list[dict[tuple[str, str], tuple[float, int]]] = field(default_factory=list)
     current_runs: list[dict[tuple[str, str], tuple[float, int]]] = field(default_factory=list)
+    # The same runs' inclusive time per function (a caller holds its callees' time).
+    baseline_inclusive: list[dict[tuple[str, str], tuple[float, int]]] = field(default_factory=list)
+    current_inclusive: list[dict[tuple[str, str], tuple[float, int]]] = field(default_factory=list)
     functions: list[verdict.FunctionVerdict] = field(default_factory=list)
     test_verdict: str | None = None  # the test-time rule's verdict alone
     function_lines: dict[tuple[str, str], verdict.LineGrowth | None] = field(default_factory=dict)
@@ -241,8 +244,11 @@ def _runs_ok(replies: Sequence[dict[str, Any]], sides: Sequence[str]) -> str:
     return ""
 
 
-def _functions(reply: dict[str, Any]) -> dict[tuple[str, str], tuple[float, int]]:
-    return {(str(f), str(q)): (float(w), int(n)) for f, q, w, n in reply.get("functions", ())}
+def _functions(
+    reply: dict[str, Any], which: str = "functions"
+) -> dict[tuple[str, str], tuple[float, int]]:
+    """A run's self ("functions") or "inclusive" figures per function."""
+    return {(str(f), str(q)): (float(w), int(n)) for f, q, w, n in reply.get(which, ())}
 
 
 def decide(outcome: Outcome) -> str | None:
@@ -253,7 +259,11 @@ def decide(outcome: Outcome) -> str | None:
         return None
     outcome.test_verdict = verdict.decide(outcome.ratios)
     outcome.functions = verdict.judge_functions(
-        outcome.ratios, outcome.baseline_runs, outcome.current_runs
+        outcome.ratios,
+        outcome.baseline_runs,
+        outcome.current_runs,
+        baseline_inclusive=outcome.baseline_inclusive,
+        current_inclusive=outcome.current_inclusive,
     )
     states = {f.state for f in outcome.functions}
     if outcome.test_verdict == "fail" or "fail" in states:
@@ -368,6 +378,8 @@ def _run_pairs(
             outcome.ratios.append(cur_run["cpu_s"] / max(base_run["cpu_s"], 1e-9))
             outcome.baseline_runs.append(_functions(base_run))
             outcome.current_runs.append(_functions(cur_run))
+            outcome.baseline_inclusive.append(_functions(base_run, "inclusive"))
+            outcome.current_inclusive.append(_functions(cur_run, "inclusive"))
             decided = decide(outcome)
     outcome.verdict = decided
     lines = [

@@ -76,7 +76,9 @@ def result_of(outcome: pairs.Outcome, setup: ab_session.Setup) -> dict[str, Any]
             "function": f.function,
             "line": getattr(outcome.function_lines.get((f.file, f.function)), "line", None),
             "verdict": f.state,
-            "ratio": round(f.ratio, 4),
+            "inclusive_ratio": None if f.inclusive_ratio is None else round(f.inclusive_ratio, 4),
+            "self_ratio": round(f.ratio, 4),
+            "ratio": round(f.ratio, 4),  # the self ratio, the key's meaning before both were
             "share_ratio": round(f.share_ratio, 4),
             "z": round(f.z, 2),
             "baseline_share": round(f.baseline_share, 4),
@@ -161,6 +163,11 @@ class CompareRef:
             profile.extra[AB_KEY] = self.results[item.nodeid]
 
 
+def _inclusive(ratio: float | None) -> str:
+    """A function's inclusive ratio, first in the message: what timeit would show."""
+    return "inclusive not sampled" if ratio is None else f"inclusive {ratio:.3f}x"
+
+
 def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
     """The gates' verdict for a test's A/B result (None for a note)."""
     if "verdict" not in result:
@@ -180,7 +187,7 @@ def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
         growth = (
             f"; most growth at {shown[0]}"
             + "".join(f", then at {s}" for s in shown[1:])
-            + f" (sampled CPU over {result['pairs']} runs of each side)"
+            + f" (sampled self CPU over {result['pairs']} runs of each side)"
         )
     passed = result["verdict"] == "pass"
     head = "CPU time within" if passed else "CPU time regressed against"
@@ -189,12 +196,13 @@ def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
     if failing:
         shown = [
             f"{f['file']}:{f['line'] if f['line'] is not None else '?'} {f['function']} "
-            f"{f['ratio']:.3f}x (its share of the samples {f['baseline_share']:.1%} -> "
-            f"{f['share']:.1%}, {f['z']:.1f} standard errors, {min(f['samples'])}+ samples)"
+            f"{_inclusive(f.get('inclusive_ratio'))}, self {f['ratio']:.3f}x (its self share of "
+            f"the samples {f['baseline_share']:.1%} -> {f['share']:.1%}, {f['z']:.1f} standard "
+            f"errors, {min(f['samples'])}+ samples)"
             for f in failing
         ]
         slower = (
-            f"; slower function: {', '.join(shown)} (fails above "
+            f"; slower function: {', '.join(shown)} (self fails above "
             f"{result.get('function_fails_above', verdict.FUNCTION_FAIL_ABOVE):.2f}x)"
         )
         if failing[0]["line"] is not None:

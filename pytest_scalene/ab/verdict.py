@@ -141,6 +141,13 @@ def line_of(
 # FUNCTION_Z standard errors; it is unsure, and the pairs go on to the next stage, when its
 # ratio is above FUNCTION_FAIL_ABOVE but the growth of its share is not yet that clear.
 # Functions with fewer than FUNCTION_MIN_SAMPLES samples on either side are not judged.
+# The shares are of self time (the samples whose innermost frame in the tree is the function's):
+# each sample counts once, which the rule's error estimate assumes. Each judged function's
+# inclusive ratio (its callees' time included: what timeit would show) is computed the same way
+# from its inclusive time pooled over the same runs, share ratio x the test's median ratio, and
+# shown first, never judged. Pooled rather than a median of per-pair ratios: a function with a
+# few samples per run has per-run ratios of small counts (0/3, 5/2), whose median is not its
+# ratio; the test's median ratio already carries the pairing's robustness to machine phases.
 FUNCTION_FAIL_ABOVE = 1.10
 FUNCTION_Z = 4.0
 FUNCTION_MIN_SAMPLES = 20
@@ -158,6 +165,7 @@ class FunctionVerdict:
     share: float
     samples: tuple[int, int]  # baseline, current
     state: str  # "fail" | "pass" | "unsure"
+    inclusive_ratio: float | None = None  # the same with its callees' time; None: not sampled
 
 
 Runs = Sequence[Mapping[tuple[str, str], tuple[float, int]]]  # per run: function -> (cpu_s, n)
@@ -182,6 +190,29 @@ def _pooled_share(runs: Runs, key: tuple[str, str]) -> tuple[float, float, int]:
     return share, variance / share**2, sum(c for _, c in mine)
 
 
+def _inclusive_share(runs: Runs, inclusive: Runs, key: tuple[str, str]) -> float:
+    """The function's inclusive time pooled over the runs / all sampled time (self, where
+    each sample counts once)."""
+    total = sum(w for run in runs for w, _ in run.values())
+    own = sum(run.get(key, (0.0, 0))[0] for run in inclusive)
+    return own / total if total > 0 else 0.0
+
+
+def inclusive_ratio(
+    test_ratio: float,
+    baselines: tuple[Runs, Runs],
+    currents: tuple[Runs, Runs],
+    key: tuple[str, str],
+) -> float | None:
+    """Its inclusive CPU time per run, current / baseline, from each side's (self runs,
+    inclusive runs); None where a side has no inclusive time for it."""
+    if not baselines[1] or not currents[1]:
+        return None
+    before = _inclusive_share(*baselines, key)
+    after = _inclusive_share(*currents, key)
+    return after / before * test_ratio if before > 0 and after > 0 else None
+
+
 def judge_functions(
     ratios: Sequence[float],
     baseline_runs: Runs,
@@ -189,9 +220,12 @@ def judge_functions(
     fail_above: float | None = None,
     z_limit: float | None = None,
     min_samples: int | None = None,
+    baseline_inclusive: Runs = (),
+    current_inclusive: Runs = (),
 ) -> list[FunctionVerdict]:
-    """Each function sampled on both sides, judged by the function rule; failing ones first,
-    then by ratio."""
+    """Each function sampled on both sides, judged by the function rule on its self time;
+    failing ones first, then by ratio. Each carries its inclusive ratio when the inclusive runs
+    are given."""
     fail_above = FUNCTION_FAIL_ABOVE if fail_above is None else fail_above
     z_limit = FUNCTION_Z if z_limit is None else z_limit
     min_samples = FUNCTION_MIN_SAMPLES if min_samples is None else min_samples
@@ -224,6 +258,12 @@ def judge_functions(
                 after,
                 (before_n, after_n),
                 state,
+                inclusive_ratio(
+                    test_ratio,
+                    (baseline_runs, baseline_inclusive),
+                    (current_runs, current_inclusive),
+                    key,
+                ),
             )
         )
     order = {"fail": 0, "unsure": 1, "pass": 2}

@@ -5,6 +5,7 @@ controller (pairs.py) over two pipes, one JSON object a line:
     {"cmd": "setup", "nodeid": ID}        -> {"outcome": "passed"|..., "error": TEXT}
     {"cmd": "run", "inner": K}            -> {"cpu_s": S, "outcome": ..., "error": TEXT,
                                               "functions": [[file, qualname, cpu_s, n], ...],
+                                              "inclusive": [[file, qualname, cpu_s, n], ...],
                                               "sampler_error": TEXT (if a sample raised)}
     {"cmd": "lines"}                      -> {"lines": [[file, qualname, line, cpu_s], ...]}
     {"cmd": "teardown", "next": ID|None}  -> {"outcome": ...}
@@ -15,7 +16,10 @@ A command that raises is answered {"failed": "Error: text (at file:line function
 
 "run" collects garbage, then calls the set-up test's function K times (`item.runtest()`, the
 fixture values of the setup) and replies with the process CPU time they took and, per function
-of the tree, the sampled CPU time of that run and the samples it rests on; meanwhile a timer
+of the tree, the sampled CPU time of that run and the samples it rests on, twice: "functions"
+its self time (the samples whose innermost frame in the tree is the function's) and
+"inclusive" (the samples with the function anywhere on the thread's stack, each sample once
+per function however deep it recurses: its time as timeit would show it). Meanwhile a timer
 samples the line being run in the tree's own files, pooled per test until "lines".
 
 The timer is a POSIX timer on the monotonic clock delivering SIGPROF every 0.5 ms (ctypes
@@ -52,6 +56,7 @@ TREE_ENV = "PYTEST_SCALENE_AB_TREE"  # the tree's root: whose lines are sampled
 SAMPLE_INTERVAL_S = 0.0005  # a POSIX timer on CLOCK_MONOTONIC: ~2000 signals per second
 FALLBACK_INTERVAL_S = 0.002  # ITIMER_PROF: the kernel fires it at most ~250 times per CPU-second
 CLOCK_MONOTONIC = 1
+_UNSEEN = object()  # a code object the sampler has not met yet
 _SKIP_PARTS = ("site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox")
 
 
@@ -147,17 +152,24 @@ class LineSampler:
     CPU time since the previous signal (its own CPU clock) goes to the innermost frame of that
     thread that is in the tree (time in libraries to the tree's line that called them). A
     thread that waits (a `join`) gets next to nothing, the thread doing the work gets its time,
-    and a long native call counts fully although the signals that fall in it arrive as one."""
+    and a long native call counts fully although the signals that fall in it arrive as one.
+    The same time also goes once to every distinct function of the tree on that stack
+    (inclusive: a caller holds its callees' time, a recursive function each sample once)."""
 
     def __init__(self, tree: str) -> None:
         self.tree = os.path.realpath(tree) + os.sep
         self.counts: dict[tuple[str, str, int], float] = {}
-        # This run's CPU time and samples per function (file, function_of(qualname)).
+        # This run's CPU time and samples per function (file, function_of(qualname)): its
+        # self time, and its inclusive time.
         self.run: dict[tuple[str, str], list[float]] = {}
+        self.inclusive: dict[tuple[str, str], list[float]] = {}
+        self._codes: dict[int, tuple[str, str] | None] = {}  # id(code) -> its function
+        self._kept: list[Any] = []  # the code objects of _codes, alive so no id is reused
         self.timer = FineTimer()
         self._names: dict[str, str | None] = {}
         self._last: dict[int, float] = {}  # thread ident -> its CPU clock at the last sample
         self.error = ""  # the first exception a sample hit since start(): see _sample
+        self.bottom: Any = None  # the code of the frame that runs the test (Worker._run)
 
     def _name(self, filename: str) -> str | None:
         if filename not in self._names:
@@ -169,6 +181,16 @@ class LineSampler:
                     name = rel.replace(os.sep, "/")
             self._names[filename] = name
         return self._names[filename]
+
+    def _function(self, code: Any) -> tuple[str, str] | None:
+        """The function a code object's time goes to: (file, function_of(qualname)), None
+        outside the tree; remembered by the code's id."""
+        name = self._name(code.co_filename)
+        qualname = getattr(code, "co_qualname", code.co_name)
+        found = None if name is None else (name, function_of(qualname))
+        self._kept.append(code)
+        self._codes[id(code)] = found
+        return found
 
     @staticmethod
     def _cpu_of(ident: int) -> float | None:
@@ -196,22 +218,41 @@ class LineSampler:
             self._charge(top, weight)
 
     def _charge(self, frame: Any, weight: float) -> None:
+        # The whole stack is walked (the inclusive figures), in the signal handler: one dict
+        # look-up per frame, by the code object's id (its hash is not cached).
+        codes, bottom = self._codes, self.bottom
+        on_stack: set[tuple[str, str]] = set()
         while frame is not None:
-            name = self._name(frame.f_code.co_filename)
-            if name is not None:
-                code = frame.f_code
-                qualname = getattr(code, "co_qualname", code.co_name)
-                key = (name, qualname, line_number(frame))
-                self.counts[key] = self.counts.get(key, 0.0) + weight
-                found = self.run.setdefault((name, function_of(qualname)), [0.0, 0])
+            code = frame.f_code
+            if code is bottom:  # the worker's own frames from here down: not the test's time
+                break
+            function = codes.get(id(code), _UNSEEN)
+            if function is _UNSEEN:
+                function = self._function(code)
+            if function is not None:
+                if not on_stack:  # the innermost frame in the tree: its line's self time
+                    qualname = getattr(code, "co_qualname", code.co_name)
+                    key = (function[0], qualname, line_number(frame))
+                    self.counts[key] = self.counts.get(key, 0.0) + weight
+                    found = self.run.setdefault(function, [0.0, 0])
+                    found[0] += weight
+                    found[1] += 1
+                on_stack.add(function)
+            frame = frame.f_back
+        inclusive = self.inclusive
+        for function in on_stack:
+            found = inclusive.get(function)
+            if found is None:
+                inclusive[function] = [weight, 1]
+            else:
                 found[0] += weight
                 found[1] += 1
-                return
-            frame = frame.f_back
 
     def start(self) -> None:
         self._last = {}
         self.run = {}
+        self.inclusive = {}
+        self._codes, self._kept = {}, []  # per run: the code objects kept alive stay few
         self.error = ""
         for ident in sys._current_frames():
             now = self._cpu_of(ident)
@@ -225,6 +266,9 @@ class LineSampler:
 
     def take_run(self) -> list[list[Any]]:
         return [[f, q, round(w, 7), n] for (f, q), (w, n) in sorted(self.run.items())]
+
+    def take_inclusive(self) -> list[list[Any]]:
+        return [[f, q, round(w, 7), n] for (f, q), (w, n) in sorted(self.inclusive.items())]
 
     def take(self) -> list[list[Any]]:
         found = [[f, q, line, round(n, 6)] for (f, q, line), n in sorted(self.counts.items())]
@@ -284,6 +328,7 @@ class Worker:
         read_fd, write_fd = (int(fd) for fd in os.environ[FDS_ENV].split(","))
         self.channel = Channel(read_fd, write_fd)
         self.sampler = LineSampler(os.environ.get(TREE_ENV, str(config.rootpath)))
+        self.sampler.bottom = Worker._run.__code__
         path = os.environ.get(WANTED_ENV)
         self.wanted: set[str] | None = None
         if path:
@@ -364,6 +409,7 @@ class Worker:
             self.sampler.stop()
         found: dict[str, Any] = {"cpu_s": cpu_s, "outcome": outcome, "error": error}
         found["functions"] = self.sampler.take_run()
+        found["inclusive"] = self.sampler.take_inclusive()
         if self.sampler.error:
             found["sampler_error"] = self.sampler.error
         return found
