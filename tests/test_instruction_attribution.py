@@ -84,10 +84,12 @@ def _entry(total: int, functions: dict[str, int], options: str = "") -> TestEntr
 
 
 def test_a_function_s_figure_is_labelled_inclusive():
-    base = _entry(1000, {"t.py::test": 1000, "t.py::outer": 500, "t.py::inner": 200})
-    slow = _entry(1100, {"t.py::test": 1100, "t.py::outer": 600, "t.py::inner": 300})
+    base = _entry(10**6, {"t.py::test": 10**6, "t.py::outer": 500_000, "t.py::inner": 200_000})
+    slow = _entry(
+        1_100_000, {"t.py::test": 1_100_000, "t.py::outer": 600_000, "t.py::inner": 300_000}
+    )
     (failed,) = [f for f in compare(base, slow, RULE).findings if f.failed]
-    assert "t.py:1 inner: inclusive 0.000 M vs baseline 0.000 M (+50%" in failed.message
+    assert "t.py:1 inner: inclusive 0.300 M vs baseline 0.200 M (+50%" in failed.message
     assert "also t.py:1 outer inclusive +20%" in failed.message, failed.message
 
 
@@ -112,18 +114,32 @@ def test_without_function_counts_a_regression_names_no_function_and_says_why(opt
             {"instructions": float(total)}, lines, 0.5, {}, {"callgrind_options": options}
         )
 
-    (failed,) = [f for f in compare(entry(1000, 0.3), entry(1100, 0.4), RULE).findings if f.failed]
+    judged = compare(entry(10**6, 0.3), entry(1_100_000, 0.4), RULE)
+    (failed,) = [f for f in judged.findings if f.failed]
     assert failed.line is None and "genexpr" not in failed.message, failed
-    assert "instructions regressed: 0.001 M vs baseline 0.001 M (+10%" in failed.message
+    assert "instructions regressed: 1.100 M vs baseline 1.000 M (+10%" in failed.message
     assert f"no function named: {why}" in failed.message, failed.message
+
+
+def test_growth_under_the_floor_is_not_judged_over_it_is():
+    """Counts move by a few thousand instructions between sessions of unchanged code (simplejson:
+    a 0.5 M test by 1,644, one function in it by 2,000-3,000): under INSTRUCTIONS_FLOOR nothing
+    fails."""
+    perf = "--tool=callgrind --instr-atstart=no -X perf"
+    base = _entry(502_848, {"t.py::test": 502_848, "t.py::error_init": 39_000}, perf)
+    noisy = _entry(504_492, {"t.py::test": 504_492, "t.py::error_init": 42_000}, perf)
+    assert not [f for f in compare(base, noisy, RULE).findings if f.failed]
+    slowed = _entry(552_848, {"t.py::test": 552_848, "t.py::error_init": 89_000}, perf)
+    (failed,) = [f for f in compare(base, slowed, RULE).findings if f.failed]
+    assert "error_init: inclusive 0.089 M vs baseline 0.039 M" in failed.message, failed.message
 
 
 def test_a_regression_no_function_explains_names_none_and_says_why():
     """3.12+: the growth is outside the profiled functions (here 5% of the test's count spread
     over code no profiled function calls): no function is named, and the message says why."""
     perf = "--tool=callgrind --instr-atstart=no -X perf"
-    base = _entry(10_000, {"t.py::small": 1000}, perf)
-    slow = _entry(10_500, {"t.py::small": 1001}, perf)
+    base = _entry(1_000_000, {"t.py::small": 100_000}, perf)
+    slow = _entry(1_050_000, {"t.py::small": 100_100}, perf)
     (failed,) = [f for f in compare(base, slow, RULE).findings if f.failed]
     assert failed.line is None, failed
     assert (
