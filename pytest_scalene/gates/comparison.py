@@ -35,8 +35,8 @@ CPU_ERRORS = 3.0
 MIN_SAMPLE_S = 0.004
 GPU_FLOOR_MB = 32.0  # NVML reports allocator reservations, which move in chunks of MBs
 # Counted, yet not the same in every session: on simplejson's own suite a 0.5 M-instruction
-# test read 504,492 in one session and 502,848 in the next five (the interpreter's state: which
-# modules were compiled afresh, the paths in its dicts), and one function in it +4% (+2,000).
+# test read 504,492 in one session, 502,848 in the next five and 502,956 once its __pycache__
+# folders were removed (the interpreter's state), and one function in it +4% (+2,000).
 # Growth under this many instructions (~10 us) is not judged, for a test or a function.
 INSTRUCTIONS_FLOOR = 20_000
 LINE_SHARE = 0.10
