@@ -97,3 +97,13 @@ def test_the_subset_takes_the_hottest_half_then_a_spread() -> None:
     assert len(picked) == 10
     assert {f"t{i:02}" for i in range(35, 40)} <= set(picked)  # the five largest shares
     assert min(picked) < "t10"  # and the rest spread down to the smallest
+
+
+def test_a_leak_goes_in_its_own_function_when_named(tmp_path: Path) -> None:
+    (tmp_path / "pkg.py").write_text(SOURCE)
+    target = gates_bench.Target("pkg.py", "Parser.parse", "pkg", "", "", leak_function="busy")
+    line = gates_bench.inject(tmp_path, target, "leak")
+    module = _load(tmp_path / "pkg.py", "pkg_leak_busy")
+    assert module.busy([1, 2]) == 3 and len(module._pss_leaked) == 1
+    assert module.Parser().parse(3) == 14 and len(module._pss_leaked) == 1
+    assert "def busy" in (tmp_path / "pkg.py").read_text().splitlines()[line - 2]
