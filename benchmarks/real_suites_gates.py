@@ -416,10 +416,14 @@ def pytest_run(
 ) -> Run:
     with tempfile.TemporaryDirectory(prefix="pss-gates-") as scratch:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
-        env["PYTHONPATH"] = os.pathsep.join([str(directory / gate.suite.pythonpath), scratch])
+        # The package's own folder through pytest's `pythonpath` (relative to each tree's
+        # rootdir), not PYTHONPATH: with PYTHONPATH both A/B sides would import the working
+        # tree's copy, and the A/B mode refuses to compare (a usage error, as it should).
+        env["PYTHONPATH"] = scratch
         env["COLUMNS"] = "200"  # the summary's lines unwrapped
         env.update(env_extra or {})
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN"]
+        command += ["-o", f"pythonpath={gate.suite.pythonpath}"]
         if plugin:
             Path(scratch, "pss_plugin.py").write_text(plugin)
             command += ["-p", "pss_plugin"]
