@@ -595,6 +595,13 @@ def leak_check(directory: Path, gate: GateSuite) -> dict[str, Any]:
     }
 
 
+def _statuses(statuses: list[int | None]) -> str:
+    """Exit statuses other than pytest's own verdicts (0 passed, 1 failed): a run that could
+    not judge (7), a usage error (4), a crash or a hang (None) is never counted as a pass."""
+    odd = sorted({s for s in statuses if s not in (0, 1)}, key=str)
+    return f" (**exit status {', '.join(map(str, odd))}**)" if odd else ""
+
+
 def markdown(
     results: list[ModeResult],
     factors: dict[str, dict[str, tuple[float, float]]],
@@ -612,7 +619,7 @@ def markdown(
         copy = r.caught.get("copy")
         rows.append(
             f"| {r.suite} | {r.mode} ({r.tests or 'all'} tests) | {r.unchanged_runs} | "
-            f"{len(r.false_failures)} | "
+            f"{len(r.false_failures)}{_statuses(r.rc_unchanged)} | "
             f"{r.not_judged} | {c12[0]} / {c12[1]} / {c12[2]} | {c15[0]} / {c15[1]} / {c15[2]} | "
             f"{r.cost:.1f}x | {f'{copy[0]} / {copy[2]}' if copy else 'n/a'} |"
         )
