@@ -162,7 +162,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if run.ab is not None:
         run.ab.after_collection(session)  # A/B runs against the git ref
-    run.instructions.after_collection(session)  # instruction counts under valgrind
+    run.instructions.after_collection(session, run.gates)  # instruction counts, valgrind
 
 
 # -- each test -----------------------------------------------------------------------------------

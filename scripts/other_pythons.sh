@@ -5,9 +5,7 @@
 # budgets, baselines, the terminal report, memory budgets through the shim, leaks, memory
 # accuracy (on 3.12/3.13 pip picks numpy 2.5, which allocates array data through the RAW domain),
 # the line memory is charged to (the frame walk differs per version), instruction counts (on
-# 3.12+ they also name the Python function that grew, recursion counted once), the line CPU is
-# charged to at a function's entry (RESUME differs per version) and the A/B sampler's frame
-# states (line tables differ per version).
+# 3.12+ they also name the Python function that grew, recursion counted once).
 # How the interpreters are found: pyenv's versions directory ($(pyenv root)/versions/X.Y.*,
 # ~/.pyenv without pyenv on PATH), else pythonX.Y on PATH. An absent one is skipped with a
 # message; it does not fail CI.
@@ -17,8 +15,7 @@ cd "$(dirname "$0")/.."
 subset=(tests/test_everyday_suite.py tests/test_ini_options.py tests/test_budgets.py
     tests/test_baseline_keep.py tests/test_terminal_report.py tests/test_memory_leaks.py
     tests/test_options.py tests/test_memory_accuracy.py tests/test_memory_attribution.py
-    tests/test_instructions.py tests/test_instruction_attribution.py tests/test_cpu_attribution.py
-    tests/test_ab_robustness.py)
+    tests/test_instructions.py tests/test_instruction_attribution.py)
 root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
 status=0
 for version in "${@:-3.10 3.12 3.13}"; do

@@ -39,6 +39,7 @@ from .repeat import (
     run_again,
 )
 
+ONLY_INSTRUCTIONS = tuple(name for name in METRICS if name != "instructions")  # compare's skip
 BUDGET_KEY = pytest.StashKey[Budget]()
 CLEARED_KEY = pytest.StashKey[str]()  # a CPU suspect that warm re-runs cleared, for the notes
 
@@ -179,6 +180,22 @@ class Gates:
             profile.verdicts = verdicts
         self._properties(item, profile, verdicts)
         return [v.message for v in verdicts if v.failed]
+
+    def counts_rule(self) -> NoiseRule:
+        options = self.profiler.options
+        return NoiseRule.for_run(
+            self.options.regression, options.interval_s, options.memory_threshold
+        )
+
+    def counted_regression(self, nodeid: str, counted: baseline_store.TestEntry) -> bool:
+        """Whether a test's instruction counts would fail against its stored baseline (the
+        counting session counts such a test once more before it is judged)."""
+        stored = self.baselines.get(baseline_store.module_of(nodeid))
+        entry = stored.tests.get(nodeid) if stored else None
+        if entry is None or "instructions" not in entry.metrics:
+            return False
+        found = compare(entry, counted, self.counts_rule(), ONLY_INSTRUCTIONS).findings
+        return any(f.failed for f in found)
 
     def _comparison(
         self, profile: TestProfile, budget: Budget

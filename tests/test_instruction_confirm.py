@@ -1,0 +1,78 @@
+"""A test whose instruction count would fail is counted again in a second session before it is
+judged: a count that moves between sessions (threads polling a lock, an event loop: on
+filelock's own suite +3% to +23% on unchanged code) is not judged, and says why; one that
+repeats is judged as counted."""
+
+from __future__ import annotations
+
+from pytest_scalene.gates.comparison import NoiseRule
+from pytest_scalene.instructions import counts, runner
+
+PERF = {"callgrind_options": "--tool=callgrind -X perf"}
+
+
+def _counted(total: int, locker: int) -> runner.Counted:
+    return runner.Counted(total, {"t.py::test": total, "t.py::locker": locker}, PERF)
+
+
+class FakeGates:
+    """Every test's stored count is 1,000,000 (locker 400,000)."""
+
+    def counts_rule(self) -> NoiseRule:
+        return NoiseRule()
+
+    def counted_regression(self, nodeid: str, counted) -> bool:
+        base = counts.entry_of(_counted(1_000_000, 400_000))
+        from pytest_scalene.gates.comparison import compare
+        from pytest_scalene.gates.judging import ONLY_INSTRUCTIONS
+
+        return any(
+            f.failed for f in compare(base, counted, NoiseRule(), ONLY_INSTRUCTIONS).findings
+        )
+
+
+def _counts(first: dict, second: dict) -> tuple[counts.InstructionCounts, list[list[str]]]:
+    found = counts.InstructionCounts.__new__(counts.InstructionCounts)
+    found.counts = dict(first)
+    sessions: list[list[str]] = []
+
+    def count(nodeids: list[str], why: str = "") -> None:
+        sessions.append(list(nodeids))
+        found.counts = {n: second[n] for n in nodeids}
+
+    found._count = count  # type: ignore[method-assign]
+    return found, sessions
+
+
+def test_a_count_that_moves_between_sessions_is_not_judged_one_that_repeats_is():
+    first = {
+        "t.py::test_steady": _counted(1_000_000, 400_000),  # as stored: not counted again
+        "t.py::test_threads": _counted(1_060_000, 460_000),  # reads +6%...
+        "t.py::test_slowed": _counted(1_080_000, 480_000),  # reads +8%...
+    }
+    second = {
+        "t.py::test_threads": _counted(1_010_000, 410_000),  # ...then +1%: it moves
+        "t.py::test_slowed": _counted(1_080_500, 480_400),  # ...and again +8%: it repeats
+    }
+    found, sessions = _counts(first, second)
+    found.confirm(FakeGates())  # type: ignore[arg-type]
+    assert sessions == [["t.py::test_threads", "t.py::test_slowed"]]  # only the suspects
+    assert found.counts["t.py::test_steady"] == first["t.py::test_steady"]
+    assert found.counts["t.py::test_slowed"] == first["t.py::test_slowed"]  # judged: it fails
+    note = found.counts["t.py::test_threads"]
+    assert isinstance(note, str) and "moved between two counting sessions" in note
+    assert "1,060,000 then 1,010,000" in note and "--profile-compare-ref" in note
+
+
+def test_no_suspect_no_second_session():
+    found, sessions = _counts({"t.py::test_a": _counted(1_000_000, 400_000)}, {})
+    found.confirm(FakeGates())  # type: ignore[arg-type]
+    assert sessions == []
+
+
+def test_moved_reads_both_ways_and_the_functions():
+    rule = NoiseRule()
+    assert not counts.moved(_counted(1_000_000, 400_000), _counted(1_001_000, 400_500), rule)
+    assert counts.moved(_counted(1_000_000, 400_000), _counted(950_000, 380_000), rule)  # down
+    # The test's total steady, one function +25%: the function rule would fail it, so it moved.
+    assert counts.moved(_counted(1_000_000, 100_000), _counted(1_000_000, 125_000), rule)
