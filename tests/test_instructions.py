@@ -107,22 +107,24 @@ RULE = NoiseRule()
 
 
 def test_the_callee_that_grew_is_named_not_its_callers():
-    base = _entry(1000, {"t.py::test": 1000, "t.py::outer": 500, "t.py::inner": 200})
-    slow = _entry(1020, {"t.py::test": 1020, "t.py::outer": 520, "t.py::inner": 220})
+    base = _entry(10**7, {"t.py::test": 10**7, "t.py::outer": 5 * 10**6, "t.py::inner": 2 * 10**6})
+    slow = _entry(
+        10_200_000, {"t.py::test": 10_200_000, "t.py::outer": 5_200_000, "t.py::inner": 2_200_000}
+    )
     (failed,) = [f for f in compare(base, slow, RULE).findings if f.failed]
     assert failed.line == "t.py:1 inner" and "+10%" in failed.message, failed
 
 
 def test_a_function_regression_fails_when_the_total_stays_within_tolerance():
-    base = _entry(10_000, {"t.py::test": 10_000, "t.py::small": 1000})
-    slow = _entry(10_100, {"t.py::test": 10_100, "t.py::small": 1100})  # test +1%, small +10%
+    base = _entry(10**7, {"t.py::test": 10**7, "t.py::small": 10**6})
+    slow = _entry(10_100_000, {"t.py::test": 10_100_000, "t.py::small": 1_100_000})  # +1%, +10%
     failed = [f for f in compare(base, slow, RULE).findings if f.failed]
     assert len(failed) == 1 and "small" in failed[0].message
 
 
 def test_unchanged_counts_pass():
-    base = _entry(10_000, {"t.py::test": 10_000, "t.py::small": 1000})
-    same = _entry(10_003, {"t.py::test": 10_003, "t.py::small": 1001})
+    base = _entry(10**7, {"t.py::test": 10**7, "t.py::small": 10**6})
+    same = _entry(10_003_000, {"t.py::test": 10_003_000, "t.py::small": 1_001_000})
     assert not [f for f in compare(base, same, RULE).findings if f.failed]
 
 
@@ -182,8 +184,8 @@ def test_work():
     assert steady(30_000) + spin(30_000) > 0
 
 
-def test_one_ms():
-    assert steady(150) + spin(150) > 0
+def test_one_ms():  # ~1 ms natively: a 1.1x spin adds ~10**5 instructions, over the floor
+    assert steady(10_000) + spin(10_000) > 0
 """
 
 

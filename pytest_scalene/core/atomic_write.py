@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -13,7 +14,7 @@ _RENAME_EXCHANGE = 2
 # A folder for the temporary files of writes into a directory that people commit (baselines/):
 # a kill between creating the temporary file and renaming it into place (SIGKILL, a CI job's
 # timeout) leaves the file behind, and there `git add` would pick it up. This folder ignores
-# itself, and the next write into it removes what an earlier one left.
+# itself while it exists, and is removed when the writes are done.
 SCRATCH_FOLDER = ".pytest-scalene-tmp"
 
 
@@ -53,11 +54,17 @@ def scratch_folder(directory: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def remove_leftovers(folder: str | os.PathLike[str]) -> None:
-    """Remove temporary files that killed writes left in `folder`; call it only where no other
-    process can be writing there (under the directory's lock)."""
-    for leftover in Path(folder).glob(".*.tmp"):
+def remove_scratch_folder(directory: str | os.PathLike[str]) -> None:
+    """Remove `directory`'s scratch folder with what killed writes left in it; call it only
+    where no other process can be writing there (under the directory's lock)."""
+    folder = Path(directory) / SCRATCH_FOLDER
+    if not folder.is_dir():
+        return
+    for leftover in folder.glob(".*.tmp"):
         leftover.unlink(missing_ok=True)
+    (folder / ".gitignore").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: something else is in there, keep it
+        folder.rmdir()
 
 
 def write_text_atomic(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..core.atomic_write import remove_leftovers, scratch_folder, write_text_atomic
+from ..core.atomic_write import remove_scratch_folder, scratch_folder, write_text_atomic
 from ..core.dir_lock import locked
 from ..core.natural_values import is_number
 
@@ -348,11 +348,13 @@ def save(
     for nodeid, entry in entries.items():
         by_module.setdefault(module_of(nodeid), {})[nodeid] = entry
     with locked(baseline_dir):  # another run may be saving into this directory now
-        remove_leftovers(scratch_folder(baseline_dir))  # a killed save's; none is writing now
-        return [
-            _save_module(baseline_dir, module, tests, interval_s, clock, repeat, keep)
-            for module, tests in sorted(by_module.items())
-        ]
+        try:
+            return [
+                _save_module(baseline_dir, module, tests, interval_s, clock, repeat, keep)
+                for module, tests in sorted(by_module.items())
+            ]
+        finally:  # with what a killed save left there; nobody else is writing now
+            remove_scratch_folder(baseline_dir)
 
 
 def _save_module(
