@@ -53,6 +53,7 @@ class Selection:
         code_map = self._stored()
         if code_map is None:
             self.measured = {item.nodeid: "no code map" for item in wanted}
+            self.profiler.session.selection = self.to_dict()
             return
         trees = [working_tree(self.rootdir)]
         if ref is not None:
