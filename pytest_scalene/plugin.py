@@ -166,8 +166,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if run is None:
         return
     setup = run.ab.setup if run.ab is not None else None
-    ref = (setup.root, setup.commit, setup.ref) if setup is not None else None
-    run.selection.decide(session.items, ref)  # unchanged tests: not measured below
+    run.selection.decide(session.items, setup)  # unchanged tests: not measured below
     if run.ab is not None:
         run.ab.after_collection(session)  # A/B runs against the git ref
     run.instructions.after_collection(session, run.gates)  # instruction counts, valgrind

@@ -217,7 +217,6 @@ def test_the_instruction_gate_measures_only_changed_tests(pytester: pytest.Pytes
 def test_the_ab_gate_compares_only_changed_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
     pytester.makeini("[pytest]\npythonpath = .\n")
-    pytester.runpytest_subprocess("--profile-save-baseline", "-p", "no:cacheprovider")
 
     def git(*args: str) -> None:
         subprocess.run(
@@ -229,15 +228,18 @@ def test_the_ab_gate_compares_only_changed_tests(pytester: pytest.Pytester) -> N
 
     git("init", "-q")
     git("add", "-A")
-    git("commit", "-qm", "base")
+    git("commit", "-qm", "base")  # no code map stored: the first run records one at REF
     edit(pytester.path / "shapes.py", "return 4 * SCALE", "return 2 * SCALE * 2")
     git("commit", "-qam", "square")
     out = pytester.path / "profile.json"
-    result = pytester.runpytest_subprocess(
-        "--profile-compare-ref=HEAD~1", f"--profile-json={out}", "-p", "no:cacheprovider"
-    )
-    result.assert_outcomes(passed=len(ALL))
-    result.stdout.fnmatch_lines(["*comparing 1 test(s) with HEAD~1*"])
-    selection = json.loads(out.read_text())["selection"]
-    assert set(selection["measured"]) == {"test_shapes.py::test_square"}
-    assert "changed in HEAD~1" not in selection["measured"]["test_shapes.py::test_square"]
+    ab = ("--profile-compare-ref=HEAD~1", f"--profile-json={out}", "-p", "no:cacheprovider")
+    for first in (True, False):
+        result = pytester.runpytest_subprocess(*ab)
+        result.assert_outcomes(passed=len(ALL))
+        result.stdout.fnmatch_lines(["*comparing 1 test(s) with HEAD~1*"])
+        selection = json.loads(out.read_text())["selection"]
+        assert set(selection["measured"]) == {"test_shapes.py::test_square"}
+        why = selection["measured"]["test_shapes.py::test_square"]
+        assert "Square.area changed in" in why
+        assert (selection["note"] or "").startswith("the code map was recorded at HEAD~1") == first
+        assert (pytester.path / "baselines" / FILE_NAME).is_file()  # stored for the next run

@@ -4,17 +4,20 @@ decides which tests are measured. A test not measured still runs, unprofiled."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..ab.session import Setup
 from ..config.options import GateOptions
 from ..gates.budgets import MARKER
 from ..sampling.code_seen import CodeSeen
 from ..sampling.profiler import Profiler
 from .code_map import FILE_NAME, CodeMap, CodeMapError, load, save
 from .decide import git_tree, why_measured, working_tree
+from .prepass import RECORD_ENV, record_at_ref
 from .recording import Recorder, recording_wanted
 
 WORKER_OUTPUT_KEY = "pytest_scalene_code_map"  # an xdist worker's map, in its workeroutput
@@ -37,7 +40,10 @@ class Selection:
         self.measured: dict[str, str] = {}  # nodeid -> why
         self.unchanged: list[str] = []
         self._received: list[CodeMap] = []  # xdist workers' maps
-        if profiler.options.enabled and recording_wanted():
+        self._prepass: CodeMap | None = None  # recorded at REF when none was stored
+        # The pre-pass session at REF (prepass.py): record every test, write the map there.
+        self.record_to = os.environ.pop(RECORD_ENV, None)
+        if (profiler.options.enabled or self.record_to) and recording_wanted():
             seen = CodeSeen()
             if seen.problem is None:
                 self.recorder = Recorder(str(config.rootpath), seen)
@@ -45,20 +51,24 @@ class Selection:
                 self.notes.append(f"code map not recorded: {seen.problem}")
 
     # -- before the tests ------------------------------------------------------------------------
-    def decide(self, items: list[pytest.Item], ref: tuple[Path, str, str] | None) -> None:
-        """`ref`: for A/B, the repository, the commit and the ref's name as given."""
+    def decide(self, items: list[pytest.Item], ab: Setup | None) -> None:
+        """`ab`: the A/B comparison's setup (REF's tree decides too)."""
         if not self.active:
             return
         wanted = [item for item in items if self.profiler.wants(item)]
-        code_map = self._stored()
+        code_map = self._stored(ab is not None and bool(wanted))
+        if code_map is None and ab is not None and wanted:
+            code_map, problem = record_at_ref(ab, [item.nodeid for item in wanted])
+            self._prepass = code_map
+            self.notes.append(problem or f"the code map was recorded at {ab.ref} first")
         if code_map is None:
             self.measured = {item.nodeid: "no code map" for item in wanted}
             self.profiler.session.selection = self.to_dict()
             return
         trees = [working_tree(self.rootdir)]
-        if ref is not None:
-            repository, commit, name = ref
-            trees.append(git_tree(repository, self.rootdir, commit, f"{name} ({commit[:12]})"))
+        if ab is not None:
+            name = f"{ab.ref} ({ab.commit[:12]})"
+            trees.append(git_tree(ab.root, self.rootdir, ab.commit, name))
         for item in wanted:
             why = why_measured(code_map, item.nodeid, trees)
             if why is None and item.get_closest_marker(MARKER) is not None:
@@ -70,13 +80,14 @@ class Selection:
         self.profiler.not_measured.update(self.unchanged)
         self.profiler.session.selection = self.to_dict()
 
-    def _stored(self) -> CodeMap | None:
+    def _stored(self, record_at_ref: bool) -> CodeMap | None:
+        """The stored map; `record_at_ref`: when there is none, the A/B pre-pass makes one."""
         try:
             found = load(self.path)
         except CodeMapError as exc:
             self.notes.append(f"{exc}: every test is measured")
             return None
-        if found is None:
+        if found is None and not record_at_ref:
             self.notes.append(
                 f"no code map at {self.path}: every test is measured (a run that saves "
                 "baselines, or an A/B run, stores one)"
@@ -94,7 +105,7 @@ class Selection:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
         recorder = self.recorder
-        if recorder is None or not self.profiler.wants(item):
+        if recorder is None or not (self.record_to or self.profiler.wants(item)):
             return (yield)
         recorder.start()
         try:
@@ -108,7 +119,8 @@ class Selection:
 
     # -- the end ---------------------------------------------------------------------------------
     def recorded(self) -> CodeMap | None:
-        maps = [self.recorder.code_map()] if self.recorder and self.recorder.tests else []
+        maps = [self._prepass] if self._prepass is not None else []
+        maps += [self.recorder.code_map()] if self.recorder and self.recorder.tests else []
         maps += self._received
         if not maps:
             return None
@@ -119,6 +131,11 @@ class Selection:
 
     def save(self) -> None:
         """After a baseline save or an A/B run: this run's maps join the stored one."""
+        if self.record_to:
+            found = self.recorded()
+            if found is not None:
+                save(Path(self.record_to), found)
+            return
         if not (self.options.save_baseline or self.options.compare_ref):
             return
         new = self.recorded()
