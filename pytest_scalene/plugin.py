@@ -271,7 +271,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run.selection.save()  # the code map, beside the baselines
     _write_report_files(session, run)
     if run.history is not None:
-        run.history.record(session)  # the exit status says whether the run counts
+        recorded = run.selection.recorded()  # the code map goes into the history too
+        run.history.record(session, recorded.to_json() if recorded else None)
     run.unjudged = _unjudged(run)
     failing = set(run.unjudged) - {AB_NOTHING_TO_COMPARE}
     if failing and not run.gates.options.allow_unjudged and session.exitstatus == 0:

@@ -243,3 +243,29 @@ def test_the_ab_gate_compares_only_changed_tests(pytester: pytest.Pytester) -> N
         assert "Square.area changed in" in why
         assert (selection["note"] or "").startswith("the code map was recorded at HEAD~1") == first
         assert (pytester.path / "baselines" / FILE_NAME).is_file()  # stored for the next run
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_with_no_map_file_the_historys_newest_map_decides(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    history = f"--profile-history={pytester.path / 'history.db'}"
+    result = pytester.runpytest_subprocess("--profile", history, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(ALL))
+    assert not (pytester.path / "baselines").exists()  # only the history has the map
+    for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "base")):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=pytester.path,
+            check=True,
+            capture_output=True,
+        )
+    edit(pytester.path / "shapes.py", "return 3\n", "return int(3)\n")  # Circle.area
+    out = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess(
+        "--profile-compare-ref=HEAD", history, f"--profile-json={out}", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=len(ALL))
+    selection = json.loads(out.read_text())["selection"]
+    assert set(selection["measured"]) == {"test_shapes.py::test_circle"}
+    assert "the code map of the history's newest run decides" in selection["note"]

@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from ..ab.session import Setup
+from ..config.history_options import HistoryOptions
 from ..config.options import GateOptions
 from ..gates.budgets import MARKER
+from ..history.connect import open_store
+from ..history.store import HistoryError
 from ..sampling.code_seen import CodeSeen
 from ..sampling.profiler import Profiler
 from .code_map import FILE_NAME, CodeMap, CodeMapError, load, save
@@ -87,11 +90,29 @@ class Selection:
         except CodeMapError as exc:
             self.notes.append(f"{exc}: every test is measured")
             return None
+        if found is None:
+            found = self._from_history()
         if found is None and not record_at_ref:
             self.notes.append(
                 f"no code map at {self.path}: every test is measured (a run that saves "
                 "baselines, or an A/B run, stores one)"
             )
+        return found
+
+    def _from_history(self) -> CodeMap | None:
+        """With --profile-history and no map file: the history's newest run's map."""
+        url = HistoryOptions.from_config(self.config).url
+        if not url:
+            return None
+        try:
+            with open_store(url) as store:
+                text = store.latest_code_map()
+            found = None if text is None else CodeMap.from_json(text, "the history's map")
+        except (HistoryError, CodeMapError) as exc:
+            self.notes.append(f"the history's code map could not be read: {exc}")
+            return None
+        if found is not None:
+            self.notes.append("the code map of the history's newest run decides")
         return found
 
     def to_dict(self) -> dict[str, Any]:
