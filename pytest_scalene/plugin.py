@@ -377,6 +377,7 @@ def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) ->
             lines.append(f"{nodeid}: A/B against {ab['ref']}: {ab['note']}")
         if profile.outcome == "passed" and counts.MISSING_KEY in profile.extra:
             lines.append(f"{nodeid}: instructions not counted: {profile.extra[counts.MISSING_KEY]}")
+    lines += run.selection.reasons()
     if len(lines) > MAX_NOTES and not terminal_summary.wants_details(config):
         lines = [*lines[:MAX_NOTES], f"and {len(lines) - MAX_NOTES} more (-v shows them)"]
     if not lines:

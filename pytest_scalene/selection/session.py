@@ -181,6 +181,14 @@ class Selection:
         if text:
             self._received.append(CodeMap.from_json(text, "an xdist worker's code map"))
 
+    def reasons(self) -> list[str]:
+        """Why each test was measured, when the map had a say."""
+        return [
+            f"{nodeid}: measured: {why}"
+            for nodeid, why in sorted(self.measured.items())
+            if why != "no code map"
+        ]
+
     def summary(self) -> list[str]:
         if not self.active:
             return []
