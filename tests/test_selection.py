@@ -269,3 +269,16 @@ def test_with_no_map_file_the_historys_newest_map_decides(pytester: pytest.Pytes
     selection = json.loads(out.read_text())["selection"]
     assert set(selection["measured"]) == {"test_shapes.py::test_circle"}
     assert "the code map of the history's newest run decides" in selection["note"]
+
+
+def test_xdist_workers_maps_reach_the_stored_one(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    result = pytester.runpytest_subprocess(
+        "--profile-save-baseline", "-n", "2", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=len(ALL))
+    assert measured(pytester.path) == {}  # every test has its entry, from either worker
+    edit(pytester.path / "shapes.py", "return -value", "return -value * 1")
+    assert set(measured(pytester.path)) == {"test_ordered"}
