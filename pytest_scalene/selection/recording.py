@@ -32,6 +32,7 @@ class Recorder:
         self.tests: dict[str, TestCode] = {}
         self._files: dict[str, FileDigests | None] = {}  # key -> digests as first read
         self._codes: dict[int, tuple[types.CodeType, str, list[str]]] = {}  # id -> place, ids
+        self._conftests: dict[Path, list[str]] = {}  # a test's directory -> conftest keys
 
     def start(self) -> None:
         self.seen.start()
@@ -46,14 +47,22 @@ class Recorder:
                 dists.add(place[len("dist:") :])
             elif ids:
                 test.code.setdefault(place, []).extend(ids)
-        for conftest in _conftests(Path(str(item.path)), self.rootdir):
-            key = self.places.of(str(conftest))
-            checked = key not in (STDLIB, UNCHECKED) and not key.startswith("dist:")
-            if checked and self._digests(key, str(conftest)) is not None:
-                test.code.setdefault(key, []).append(MODULE_TOP)
+        for key in self._conftest_keys(Path(str(item.path)).parent):
+            test.code.setdefault(key, []).append(MODULE_TOP)
         test.code = {key: sorted(set(ids)) for key, ids in sorted(test.code.items())}
         test.distributions = sorted(dists)
         self.tests[item.nodeid] = test
+
+    def _conftest_keys(self, directory: Path) -> list[str]:
+        found = self._conftests.get(directory)
+        if found is None:
+            found = self._conftests[directory] = []
+            for conftest in _conftests(directory, self.rootdir):
+                key = self.places.of(str(conftest))
+                checked = key not in (STDLIB, UNCHECKED) and not key.startswith("dist:")
+                if checked and self._digests(key, str(conftest)) is not None:
+                    found.append(key)
+        return found
 
     def _place_of(self, code: types.CodeType) -> tuple[str, list[str]]:
         known = self._codes.get(id(code))
@@ -109,10 +118,9 @@ def _fixture_codes(item: Any) -> list[types.CodeType]:
     return found
 
 
-def _conftests(path: Path, rootdir: Path) -> list[Path]:
+def _conftests(directory: Path, rootdir: Path) -> list[Path]:
     """conftest.py files from the test's directory up to the rootdir."""
     found = []
-    directory = path if path.is_dir() else path.parent
     while True:
         candidate = directory / "conftest.py"
         if candidate.is_file():
