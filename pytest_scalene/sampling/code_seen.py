@@ -56,8 +56,11 @@ class CodeSeen:
             on_code = _recorder(self._seen.add, monitoring.DISABLE)
             monitoring.register_callback(tool, events.PY_START, on_code)
             monitoring.register_callback(tool, events.PY_RESUME, on_code)
-            # PY_THROW may not return DISABLE (not a local event); it is rare.
-            monitoring.register_callback(tool, events.PY_THROW, _recorder(self._seen.add, None))
+            # PY_THROW (code, offset, exception) may not return DISABLE: not a local event.
+            seen_add = self._seen.add
+            monitoring.register_callback(
+                tool, events.PY_THROW, lambda code, offset, exc: seen_add(code)
+            )
             return
         taken = ", ".join(f"{t}: {monitoring.get_tool(t)}" for t in _TOOL_IDS)
         self.problem = f"no free sys.monitoring tool id for the code map's recorder ({taken})"
@@ -104,10 +107,10 @@ class CodeSeen:
 
 
 def _recorder(
-    seen_add: Callable[[types.CodeType], None], answer: object
+    seen_add: Callable[[types.CodeType], None], disable: object
 ) -> Callable[[types.CodeType, int], object]:
     def on_code(code: types.CodeType, offset: int) -> object:
         seen_add(code)
-        return answer
+        return disable
 
     return on_code
