@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from pytest_scalene.sampling import code_seen
 from pytest_scalene.sampling.code_seen import CodeSeen
 
 
@@ -143,9 +144,30 @@ def test_consecutive_recordings_do_not_leak_into_each_other(recorder):
     assert recorder.stop() == [], "a stop without a start has nothing"
 
 
+def inner_only():
+    return 1
+
+
+def outer_only():
+    return 2
+
+
+def test_nested_recordings_each_see_their_own_span(recorder):
+    inner = CodeSeen()  # a pytester session run inline inside a profiled test
+    recorder.start()
+    inner.start()
+    inner_only()
+    inner_seen = names(inner.stop())
+    outer_only()
+    outer_seen = names(recorder.stop())
+    assert "inner_only" in inner_seen and "outer_only" not in inner_seen
+    assert {"inner_only", "outer_only"} <= outer_seen
+
+
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
-def test_no_free_tool_id_is_a_problem_and_records_nothing(recorder):
+def test_no_free_tool_id_is_a_problem_and_records_nothing(monkeypatch):
     monitoring = sys.monitoring
+    monkeypatch.setattr(code_seen, "_monitoring", code_seen._Monitoring())  # a fresh process's
     taken = [tool for tool in range(6) if monitoring.get_tool(tool) is None]
     for tool in taken:
         monitoring.use_tool_id(tool, "occupier")

@@ -4,8 +4,9 @@ the code map (issue 24), cheap enough to run around every profiled test.
 Python 3.12+: sys.monitoring's PY_START and PY_RESUME events (and PY_THROW: a generator resumed
 by throw(), as contextlib does on an exception). Each callback adds the code to a set and
 returns DISABLE, so a code object costs one event per test whatever its number of calls; start()
-re-arms the disabled events with restart_events(). Python 3.10 and 3.11: a PEP 523
-frame-evaluation hook in the extension (native/code_seen.c), installed from start() to stop().
+re-arms the disabled events with restart_events(); the events stay on between recordings.
+Python 3.10 and 3.11: a PEP 523 frame-evaluation hook in the extension (native/code_seen.c),
+installed from start() to stop().
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _TOOL_NAME = "pytest-scalene code map"
 
 
 class CodeSeen:
-    """Records the code objects run between start() and stop(); one per process is enough.
+    """Records the code objects run between start() and stop(); one per process is enough, and
+    recordings may nest (a pytester session run inline inside a profiled test).
 
     `problem`: why nothing can be recorded in this process (None: it can). Set in __init__;
     start() sets it too when the means of recording was taken since (another frame-evaluation
@@ -35,35 +37,11 @@ class CodeSeen:
     def __init__(self) -> None:
         self.problem: str | None = None
         self._seen: set[types.CodeType] = set()
-        self._tool: int | None = None
         self._native: Any = None
         if sys.version_info >= (3, 12):
-            self._claim_tool_id()
+            self.problem = _monitoring.claim()
         else:
             self._load_hook()
-
-    def _claim_tool_id(self) -> None:
-        monitoring = sys.monitoring
-        for tool in _TOOL_IDS:
-            if monitoring.get_tool(tool) is not None:
-                continue
-            try:
-                monitoring.use_tool_id(tool, _TOOL_NAME)
-            except ValueError:  # claimed by another thread since get_tool
-                continue
-            self._tool = tool
-            events = monitoring.events
-            on_code = _recorder(self._seen.add, monitoring.DISABLE)
-            monitoring.register_callback(tool, events.PY_START, on_code)
-            monitoring.register_callback(tool, events.PY_RESUME, on_code)
-            # PY_THROW (code, offset, exception) may not return DISABLE: not a local event.
-            seen_add = self._seen.add
-            monitoring.register_callback(
-                tool, events.PY_THROW, lambda code, offset, exc: seen_add(code)
-            )
-            return
-        taken = ", ".join(f"{t}: {monitoring.get_tool(t)}" for t in _TOOL_IDS)
-        self.problem = f"no free sys.monitoring tool id for the code map's recorder ({taken})"
 
     def _load_hook(self) -> None:
         try:
@@ -78,39 +56,122 @@ class CodeSeen:
         """Begin recording (forgetting what was seen); a no-op when `problem` is set."""
         if self.problem is not None:
             return
+        if self._native is None:
+            self._seen.clear()
+            _monitoring.start(self._seen)
+            return
+        # Nested: the hook's set is shared; hand what it saw to the recordings in progress.
+        if _hook_users and not self._drain_hook():
+            return
+        if self in _hook_users:  # started twice
+            _hook_users.remove(self)
         self._seen.clear()
-        if self._tool is not None:
-            monitoring = sys.monitoring
-            events = monitoring.events
-            monitoring.set_events(self._tool, events.PY_START | events.PY_RESUME | events.PY_THROW)
-            # restart_events is global: it also re-arms the events other tools (coverage.py)
-            # disabled, which then fire once more each; they cost time, never a wrong result.
-            monitoring.restart_events()
-        else:
-            self._native.code_seen_start()
-            self.problem = self._native.code_seen_problem()  # set when it could not install
+        self._native.code_seen_start()
+        self.problem = self._native.code_seen_problem()  # set when it could not install
+        if self.problem is None:
+            _hook_users.append(self)
 
     def stop(self) -> list[types.CodeType]:
         """Stop; every code object that started or resumed running since start(), each once."""
         if self.problem is not None:
             return []
-        if self._tool is not None:
-            sys.monitoring.set_events(self._tool, 0)
-            seen = list(self._seen)
-            self._seen.clear()  # no reference kept between tests
-            return seen
+        if self._native is None:
+            _monitoring.stop(self._seen)
+        elif self in _hook_users:
+            if not self._drain_hook():
+                return []
+            _hook_users.remove(self)
+            if _hook_users:  # an outer recording goes on
+                self._native.code_seen_start()
+        seen = list(self._seen)
+        self._seen.clear()  # no reference kept between tests
+        return seen
+
+    def _drain_hook(self) -> bool:
+        """Stop the hook and add what it saw to every recording in progress."""
         try:
-            return self._native.code_seen_stop()
+            drained = self._native.code_seen_stop()
         except (RuntimeError, MemoryError) as exc:  # hook replaced, or no memory: incomplete
-            self.problem = str(exc)
-            return []
+            for recorder in _hook_users:
+                recorder.problem = str(exc)
+            _hook_users.clear()
+            return False
+        for recorder in _hook_users:
+            recorder._seen.update(drained)
+        return True
 
 
-def _recorder(
-    seen_add: Callable[[types.CodeType], None], disable: object
-) -> Callable[[types.CodeType, int], object]:
+_hook_users: list[CodeSeen] = []  # the recordings in progress that the C hook serves
+
+
+class _Monitoring:
+    """The process's one sys.monitoring tool (3.12+), shared by every CodeSeen.
+
+    Its events stay armed from the first start() on: turning them off at stop() would make
+    every code object that runs next be re-instrumented twice per test (set_events changes the
+    global event set), 3 ms a test for 400 code objects of 40 lines; armed, the code that runs
+    between tests costs one callback the first time it runs after a start()."""
+
+    def __init__(self) -> None:
+        self.tool: int | None = None
+        self.problem: str | None = None
+        self.armed = False
+        # The sets of the recordings in progress: a tuple, replaced whole, so that a callback
+        # in another thread never sees it change under it.
+        self.recording: tuple[set[types.CodeType], ...] = ()
+
+    def claim(self) -> str | None:
+        if self.tool is not None or self.problem is not None:
+            return self.problem
+        monitoring = sys.monitoring
+        for tool in _TOOL_IDS:
+            if monitoring.get_tool(tool) is not None:
+                continue
+            try:
+                monitoring.use_tool_id(tool, _TOOL_NAME)
+            except ValueError:  # claimed by another thread since get_tool
+                continue
+            self.tool = tool
+            events = monitoring.events
+            on_code, on_throw = _callbacks(self, monitoring.DISABLE)
+            monitoring.register_callback(tool, events.PY_START, on_code)
+            monitoring.register_callback(tool, events.PY_RESUME, on_code)
+            monitoring.register_callback(tool, events.PY_THROW, on_throw)
+            return None
+        taken = ", ".join(f"{t}: {monitoring.get_tool(t)}" for t in _TOOL_IDS)
+        self.problem = f"no free sys.monitoring tool id for the code map's recorder ({taken})"
+        return self.problem
+
+    def start(self, seen: set[types.CodeType]) -> None:
+        monitoring = sys.monitoring
+        if not self.armed:
+            events = monitoring.events
+            monitoring.set_events(self.tool, events.PY_START | events.PY_RESUME | events.PY_THROW)
+            self.armed = True
+        if not any(s is seen for s in self.recording):
+            self.recording = (*self.recording, seen)
+        # Re-arms what the callbacks disabled, so that each code fires once in this recording.
+        # It is global: it also re-arms the events other tools (coverage.py) disabled, which
+        # then fire once more each; that costs them time, never a wrong result.
+        monitoring.restart_events()
+
+    def stop(self, seen: set[types.CodeType]) -> None:
+        self.recording = tuple(s for s in self.recording if s is not seen)
+
+
+_monitoring = _Monitoring()
+
+
+def _callbacks(
+    state: _Monitoring, disable: object
+) -> tuple[Callable[[types.CodeType, int], object], Callable[..., None]]:
     def on_code(code: types.CodeType, offset: int) -> object:
-        seen_add(code)
-        return disable
+        for seen in state.recording:
+            seen.add(code)
+        return disable  # this code fires again only after the next restart_events()
 
-    return on_code
+    def on_throw(code: types.CodeType, offset: int, exception: BaseException) -> None:
+        for seen in state.recording:  # PY_THROW may not return DISABLE (not a local event)
+            seen.add(code)
+
+    return on_code, on_throw
