@@ -229,3 +229,15 @@ def test_a_hook_replaced_during_the_recording_makes_it_a_problem(recorder):
         with contextlib.suppress(Exception):
             api._PyInterpreterState_SetEvalFrameFunc(interp, default)
     assert ours != default
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the PEP 523 hook is for 3.10 and 3.11")
+def test_the_hook_is_installed_only_while_recording(recorder):
+    api, interp = eval_frame_api()
+    default = ctypes.cast(api._PyEval_EvalFrameDefault, ctypes.c_void_p).value
+    assert api._PyInterpreterState_GetEvalFrameFunc(interp) == default
+    recorder.start()
+    during = api._PyInterpreterState_GetEvalFrameFunc(interp)
+    recorder.stop()
+    assert during != default
+    assert api._PyInterpreterState_GetEvalFrameFunc(interp) == default, "nothing paid after stop"
