@@ -61,7 +61,7 @@ class CodeSeen:
             _monitoring.start(self._seen)
             return
         # Nested: the hook's set is shared; hand what it saw to the recordings in progress.
-        if _hook_users and not self._drain_hook():
+        if _hook_users and self._drain_hook() is None:
             return
         if self in _hook_users:  # started twice
             _hook_users.remove(self)
@@ -78,27 +78,33 @@ class CodeSeen:
         if self._native is None:
             _monitoring.stop(self._seen)
         elif self in _hook_users:
-            if not self._drain_hook():
+            drained = self._drain_hook()
+            if drained is None:
                 return []
             _hook_users.remove(self)
             if _hook_users:  # an outer recording goes on
                 self._native.code_seen_start()
+            if not self._seen:  # the common case: no recording nested in this one
+                return drained
+            self._seen.update(drained)
         seen = list(self._seen)
         self._seen.clear()  # no reference kept between tests
         return seen
 
-    def _drain_hook(self) -> bool:
-        """Stop the hook and add what it saw to every recording in progress."""
+    def _drain_hook(self) -> list[types.CodeType] | None:
+        """Stop the hook; what it saw, added to every other recording in progress (None: the
+        record is incomplete, and every recording in progress has a problem)."""
         try:
             drained = self._native.code_seen_stop()
         except (RuntimeError, MemoryError) as exc:  # hook replaced, or no memory: incomplete
             for recorder in _hook_users:
                 recorder.problem = str(exc)
             _hook_users.clear()
-            return False
+            return None
         for recorder in _hook_users:
-            recorder._seen.update(drained)
-        return True
+            if recorder is not self:
+                recorder._seen.update(drained)
+        return drained
 
 
 _hook_users: list[CodeSeen] = []  # the recordings in progress that the C hook serves
