@@ -45,12 +45,14 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any
 
 import pytest
 
+_clock_gettime = time.clock_gettime  # bound now: a test may patch the time module
 FDS_ENV = "PYTEST_SCALENE_AB_FDS"  # "read_fd,write_fd"
 WANTED_ENV = "PYTEST_SCALENE_AB_WANTED"  # a JSON file: the node ids to run
 TREE_ENV = "PYTEST_SCALENE_AB_TREE"  # the tree's root: whose lines are sampled
@@ -89,6 +91,24 @@ class _Sigevent(ctypes.Structure):  # struct sigevent (64 bytes); SIGEV_SIGNAL i
 
 class _Itimerspec(ctypes.Structure):  # interval and first expiry, each (sec, nsec)
     _fields_ = [(name, ctypes.c_long) for name in ("i_s", "i_ns", "v_s", "v_ns")]
+
+
+def thread_cpu_s(ident: int) -> float | None:
+    """The CPU time of the thread `ident` (a key of sys._current_frames()), None once it has
+    ended or when it is unknown (a thread started outside `threading`). By the clock of its
+    kernel thread id (Linux's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)): the kernel refuses
+    the id of a thread that is gone. pthread_getcpuclockid(ident) reads the thread's pthread
+    struct instead, in its stack, which is unmapped when a detached thread exits: a sampler
+    whose snapshot of the threads was a moment old crashed the process (SIGSEGV, filelock's
+    suite, 100 threads starting and ending)."""
+    thread = threading._active.get(ident)  # type: ignore[attr-defined]
+    native = getattr(thread, "native_id", None)
+    if native is None:
+        return None
+    try:
+        return _clock_gettime(((~native) << 3) | 6)
+    except (OSError, OverflowError):
+        return None
 
 
 class FineTimer:
@@ -171,6 +191,7 @@ class LineSampler:
         self._last: dict[int, float] = {}  # thread ident -> its CPU clock at the last sample
         self.error = ""  # the first exception a sample hit since start(): see _sample
         self.bottom: Any = None  # the code of the frame that runs the test (Worker._run)
+        self._sampling = False  # in the signal handler
 
     def _name(self, filename: str) -> str | None:
         if filename not in self._names:
@@ -195,19 +216,23 @@ class LineSampler:
 
     @staticmethod
     def _cpu_of(ident: int) -> float | None:
-        try:
-            return time.clock_gettime(time.pthread_getcpuclockid(ident))
-        except (OSError, OverflowError, ValueError, AttributeError):
-            return None  # the thread ended, or no per-thread clocks here
+        return thread_cpu_s(ident)
 
     def _sample(self, signum: int, frame: Any) -> None:
         # A signal handler runs inside the test's code: an exception here would change what
         # the test computes, so it is kept for the run's reply, which then is not judged.
+        # A signal during a slow sample (many threads) is dropped, not nested: the next
+        # sample charges the time since the last one.
+        if self._sampling:
+            return
+        self._sampling = True
         try:
             self._sample_threads()
         except Exception as exc:
             if not self.error:
                 self.error = _error(exc) + _where(exc.__traceback__)
+        finally:
+            self._sampling = False
 
     def _sample_threads(self) -> None:
         for ident, top in sys._current_frames().items():

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 
 # Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
 from sys import _current_frames, _getframe
+from time import clock_gettime as _clock_gettime
 from time import perf_counter  # bound now: a test may delete time.perf_counter
 from types import CodeType, FrameType
 from typing import Protocol
@@ -123,8 +124,19 @@ class SignalBusy(RuntimeError):
 
 
 def _thread_cpu(ident: int) -> float | None:
+    """The CPU time of the thread `ident` (a key of sys._current_frames()), None once it has
+    ended or when it is unknown (a thread started outside `threading`). By the clock of its
+    kernel thread id (Linux's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)): the kernel refuses
+    the id of a thread that is gone. pthread_getcpuclockid(ident) reads the thread's pthread
+    struct instead, in its stack, which is unmapped when a detached thread exits: a sampler
+    whose snapshot of the threads was a moment old crashed the process (SIGSEGV, filelock's
+    suite, 100 threads starting and ending)."""
+    thread = threading._active.get(ident)  # type: ignore[attr-defined]
+    native = getattr(thread, "native_id", None)
+    if native is None:
+        return None
     try:
-        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+        return _clock_gettime(((~native) << 3) | 6)
     except (OSError, OverflowError):
         return None
 
