@@ -73,8 +73,15 @@ def repository(pytester: pytest.Pytester, tests: str = TESTS) -> Path:
 
 
 def compare(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    # --profile-select=all: these tests are about the comparison, also of unchanged code
+    # (test_selection.py checks which tests the code map sends to it).
     return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--profile-compare-ref=HEAD", "--profile-memory=no", *args
+        "-p",
+        "no:cacheprovider",
+        "--profile-compare-ref=HEAD",
+        "--profile-memory=no",
+        "--profile-select=all",
+        *args,
     )
 
 
@@ -577,3 +584,39 @@ def test_a_worker_that_dies_names_its_cause_and_the_run_fails_unless_allowed(pyt
     allowed = compare(pytester, "-rA")
     assert allowed.ret == 0, allowed.stdout.str()
     assert "(not a failure: --profile-allow-unjudged is set)" in allowed.stdout.str()
+
+
+CAPTURING_TESTS = """
+import logging
+import sys
+
+import mylib
+
+
+def test_logs(caplog):
+    caplog.set_level(logging.INFO)
+    logging.getLogger("mylib").info("worked %d", mylib.steady(2000))
+    assert [r.getMessage() for r in caplog.records] == [f"worked {mylib.steady(2000)}"]
+
+
+def test_prints(capsys):
+    print(mylib.steady(2000))
+    sys.stderr.write("done")
+    out, err = capsys.readouterr()
+    assert out.strip() == str(mylib.steady(2000)) and err == "done"
+"""
+
+
+def test_tests_that_read_their_logs_or_output_are_judged(pytester):
+    """caplog and capsys read what the logging and capture plugins' call-phase wrappers
+    collect: the workers run each call through pytest's hooks (item.runtest() alone left both
+    tests failing on both sides, never judged)."""
+    repository(pytester, CAPTURING_TESTS)
+    out = pytester.path / "profile.json"
+    result = compare(pytester, f"--profile-json={out}")
+    result.assert_outcomes(passed=2)
+    tests = json.loads(out.read_text())["tests"]
+    for nodeid in ("test_work.py::test_logs", "test_work.py::test_prints"):
+        ab = tests[nodeid]["ab"]
+        assert "note" not in ab, ab["note"]
+        assert ab["verdict"] == "pass"

@@ -57,8 +57,8 @@ class Places:
         if not filename.endswith((".py", ".pyw")) or not os.path.isfile(filename):
             return UNCHECKED
         real = os.path.realpath(filename)
-        if real.startswith(OWN_PACKAGE):  # the measuring plugin, not code under test
-            return self.dist("pytest-scalene")
+        if real.startswith(OWN_PACKAGE) and not real.startswith(self.rootdir):
+            return self.dist("pytest-scalene")  # the measuring plugin, not the code under test
         for directory in self._site:  # before the stdlib: site-packages may lie inside it
             if real.startswith(directory):
                 return self._distribution(directory, real[len(directory) :])
