@@ -174,10 +174,11 @@ def cpu_s(directory: Path, env: dict[str, str]) -> float:
 def environments(raw: bool, counts: Path) -> dict[str, dict[str, str]]:
     base = {k: v for k, v in os.environ.items() if k != "PYTEST_SCALENE_CODE_MAP"}
     base.pop("CODE_MAP_BENCH_RAW", None)
-    if raw:
+    if raw:  # the plugin's own recording off on both sides: only the bare recorder differs
+        quiet = {**base, "PYTEST_SCALENE_CODE_MAP": "off"}
         return {
-            "off": base,
-            "on": {**base, "CODE_MAP_BENCH_RAW": "on", "CODE_MAP_BENCH_COUNTS": str(counts)},
+            "off": quiet,
+            "on": {**quiet, "CODE_MAP_BENCH_RAW": "on", "CODE_MAP_BENCH_COUNTS": str(counts)},
         }
     return {"off": {**base, "PYTEST_SCALENE_CODE_MAP": "off"}, "on": base}
 
