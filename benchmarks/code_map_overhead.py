@@ -126,36 +126,52 @@ if os.environ.get("CODE_MAP_BENCH_RAW") == "on":
 
 # Measured on 2026-11-25 (pyenv builds, no PGO; the shared 2-core VM), kept with the table.
 FINDINGS = """\
+Rows marked "earlier": the first measurement, with the Python callback on 3.12 (3.11: the same
+hook as now). The others: the callback in C (below), the plugin's own recording off on both
+sides (since its integration it recorded on both, which hid the recorder's cost).
+On 3.12 the builtin brings the ms suite from 1.163x (the Python callback, same conditions:
+529 µs a test) to 1.077x and 1.105x in two runs (261 and 324 µs a test): still above the
+target; the call-heavy suite stays under it. 3.11 is unchanged (0.992x, 1.151x).
 The two means of recording cost in opposite places:
-- 3.12+ (sys.monitoring): per distinct code object per test, about 1.2 µs each (the
-  re-instrumentation after `restart_events()`, one callback, DISABLE), whether the test calls it
-  once or a million times. A millisecond test runs ~390 code objects, mostly pytest's own
-  (setup, call, teardown, reports): 0.4-0.5 ms a test on top of ~1.2 ms in-process without
-  --profile, ~1 ms under it (the table), so the ms suite misses the target while the
-  call-heavy suite meets it. Turning the events off at each stop() (as
-  first written) doubled the re-instrumentation: 3.4 ms per 400 code objects of 40 lines,
-  against 0.04 ms armed throughout (in-process).
+- 3.12+ (sys.monitoring): per distinct code object per test, whether the test calls it once
+  or a million times. A millisecond test runs ~390 code objects, mostly pytest's own (setup,
+  call, teardown, reports). The split, in-process (400 functions of 30 lines, each run once
+  a test, best of 7 x 200 tests): the re-instrumentation that `restart_events()` causes on each
+  code object's next run, with the event's dispatch, 1.9-2.0 µs per code object; the callback
+  on top: 0.0-0.04 µs as the extension's builtin, 1.9-2.3 µs as a Python function. So the
+  builtin halves the cost and what remains is restart_events'. The ms suite in-process without
+  --profile (300 tests, 7 interleaved rounds, medians): 1332 µs a test unrecorded, 1492 with
+  the builtin (283 code objects: +0.57 µs each), 1779 with the Python callback. Turning the
+  events off at each stop() (as first written) doubled the re-instrumentation.
 - 3.10/3.11 (PEP 523 hook): per Python call. On 3.11 any frame-evaluation function turns off
   the inlined Python-to-Python calls, so every call costs a C-level call: in-process, a
-  recursive fib runs 1.38-1.49x slower and the parser 1.27-1.33x while recording, a generator
+  recursive fib runs 1.30-1.49x slower and the parser 1.27-1.33x while recording, a generator
   loop 1.01-1.04x (3.10, which never inlined: 1.01-1.06x). The ms suite pays little; the
   call-heavy suite misses the target.
 - The alternative measured: the same hook on 3.12 (a scratch build, not kept), 7 rounds: ms
   suite 1.098x (307 µs a test: pytest's own calls lose their inlining), call-heavy 1.221x:
   worse than sys.monitoring on both. Neither means meets both targets on one interpreter.
-- Noise: the per-round ratios of the 3.11 ms suite spread over 0.92-1.06 (load average up to
-  5 on the 2 cores); three runs of 7 rounds gave 1.009x, 1.055x and 0.997x. The 3.12 ms suite's
-  rounds spread over 1.15-1.44, the call-heavy suites' over 1.13-1.22 (3.11), 0.97-1.10 (3.12).
-- What would: recording in fewer runs rather than cheaper, e.g. only the tests whose stored map
-  is missing or whose code changed since it was recorded (the map's digests tell which), so a
-  run pays the ratio above on that share of its tests and nothing on the rest (the hook is
-  not installed, the events fire once per code object per process).
-- Or, on 3.12+, re-arming only the project's code: a prototype (in-process, the ms suite
-  without --profile, not kept) with a second tool id whose local events (set_local_events) are
-  re-armed at each start only on the project's code objects that fired since, instead of the
-  global restart_events: 1152-1210 µs a test, against 1156-1162 unrecorded and 1573-1636 with
-  restart_events. Other code would be recorded only the first time it runs in the process:
-  an API change (a scope) for the code map to decide."""
+- Noise: load averages of 2-11 on the 2 cores (three engineers). The 3.11 ms suite's earlier
+  runs of 7 rounds gave 1.009x, 1.055x and 0.997x; per-round ratios spread by +-0.05 to 0.15.
+- What would: recording in fewer runs rather than cheaper: only the tests whose stored map is
+  missing or stale (the integration does this), so a run pays the ratio above on that share of
+  its tests and nothing on the rest.
+- Or, on 3.12+, no restart_events but a second tool id whose local events are re-armed
+  (set_local_events off, then on) at each start on the code objects that fired in the last
+  test; the rest fires once per process on the global events. Prototypes (in-process, without
+  --profile, 300 tests, 7 interleaved rounds, medians; not kept), the ms suite and a suite of
+  jsonschema.validate calls (an installed distribution), µs a test:
+  unrecorded 1332 / 1866; restart_events 1492 / 2095; re-arming the project's code only
+  1325 / 1886; re-arming all but the stdlib and the runner (pytest, pluggy, this plugin:
+  their code runs in every test's protocol) 1319 / 2021 (65 code objects a test re-armed).
+  Re-arming one code object this way costs 3.9 µs against 1.9 with restart_events (eager, and
+  twice), so tests that run mostly third-party code would pay up to twice today's cost. What
+  each loses: project-only loses which installed distributions a test ran (their code is seen
+  only the first time it runs in the process); all-but-stdlib-and-runner loses the stdlib per
+  test (nothing: the map covers it by the interpreter's version) and the runner's code per test
+  (its distributions would have to go into every test's map, as they run in every test), and
+  needs a scope passed to the recorder from selection/places.py. Not merged: not better on
+  every suite, and an API change for the code map to decide."""
 
 SUITES = {"ms_suite": (MS_SUITE, 1000), "call_heavy": (CALL_HEAVY, 30)}
 
@@ -174,10 +190,11 @@ def cpu_s(directory: Path, env: dict[str, str]) -> float:
 def environments(raw: bool, counts: Path) -> dict[str, dict[str, str]]:
     base = {k: v for k, v in os.environ.items() if k != "PYTEST_SCALENE_CODE_MAP"}
     base.pop("CODE_MAP_BENCH_RAW", None)
-    if raw:
+    if raw:  # the plugin's own recording off on both sides: only the bare recorder differs
+        quiet = {**base, "PYTEST_SCALENE_CODE_MAP": "off"}
         return {
-            "off": base,
-            "on": {**base, "CODE_MAP_BENCH_RAW": "on", "CODE_MAP_BENCH_COUNTS": str(counts)},
+            "off": quiet,
+            "on": {**quiet, "CODE_MAP_BENCH_RAW": "on", "CODE_MAP_BENCH_COUNTS": str(counts)},
         }
     return {"off": {**base, "PYTEST_SCALENE_CODE_MAP": "off"}, "on": base}
 

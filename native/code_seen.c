@@ -1,12 +1,17 @@
-// Which code objects ran between start and stop, on Python 3.10 and 3.11 (3.12+ uses
-// sys.monitoring, in Python): a PEP 523 frame-evaluation hook, installed only between start and
-// stop, records each frame's code object into an open-addressing set, then runs the frame with
-// the default evaluator. Every frame passes through the hook: a call, a generator or coroutine
-// resumed, a callback called from C, in any thread (the hook is the interpreter's, and it runs
-// with the GIL held, which also guards the set). The set holds strong references, so an
-// address cannot be reused by another code object before stop() hands them out.
-// On 3.11 any eval-frame function turns off the inlined Python-to-Python calls: each call
-// costs a C-level call while the hook is installed (measured in docs/benchmarks-code-map.md).
+// Which code objects ran between start and stop. Both means record each code object into one
+// open-addressing set holding strong references (an address cannot be reused by another code
+// object before stop() hands them out), guarded by the GIL:
+// - Python 3.10 and 3.11: a PEP 523 frame-evaluation hook, installed only between start and
+//   stop, records each frame's code object, then runs the frame with the default evaluator.
+//   Every frame passes through it: a call, a generator or coroutine resumed, a callback called
+//   from C, in any thread. On 3.11 any eval-frame function turns off the inlined
+//   Python-to-Python calls: each call costs a C-level call while the hook is installed
+//   (measured in docs/benchmarks-code-map.md).
+// - Python 3.12+: the callback that pytest_scalene/sampling/code_seen.py registers with
+//   sys.monitoring for PY_START, PY_RESUME and PY_THROW, a builtin (METH_FASTCALL) rather than
+//   a Python function: it runs once per code object per recording (it returns DISABLE), and
+//   a Python callback's frame cost about as much as the rest of the event. Not on a
+//   free-threaded build, where the set would need a lock: code_seen.py records in Python there.
 // C, not C++: CPython's internal headers (the 3.11 frame layout) are C.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,6 +28,12 @@
 #include <stdlib.h>
 
 #if PY_VERSION_HEX < 0x030C0000
+#define RECORD_WITH_HOOK 1
+#elif !defined(Py_GIL_DISABLED)
+#define RECORD_WITH_CALLBACK 1
+#endif
+
+#if defined(RECORD_WITH_HOOK) || defined(RECORD_WITH_CALLBACK)
 
 #define INITIAL_CAPACITY 1024  // a power of two; most tests run fewer distinct code objects
 
@@ -30,7 +41,7 @@ static PyObject** table = NULL;  // NULL = empty slot
 static size_t capacity = 0;
 static size_t used = 0;
 static int out_of_memory = 0;
-static int installed = 0;
+static int active = 0;  // recording: the hook installed, or the callback keeping what it sees
 
 static size_t slot_of(PyObject* code) {
   uint64_t h = (uint64_t)(uintptr_t)code >> 4;  // objects are 16-byte aligned
@@ -76,26 +87,28 @@ static inline void remember(PyObject* code) {
   used++;
 }
 
-#if PY_VERSION_HEX >= 0x030B0000
+#if defined(RECORD_WITH_HOOK) && PY_VERSION_HEX >= 0x030B0000
 static PyObject* record_frame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
   remember((PyObject*)frame->f_code);
   return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
 }
-#else
+#elif defined(RECORD_WITH_HOOK)
 static PyObject* record_frame(PyThreadState* tstate, PyFrameObject* frame, int throwflag) {
   remember((PyObject*)frame->f_code);
   return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
 }
 #endif
 
-// NULL when the hook can be installed, else why not (a static string).
+// NULL when recording can start, else why not (a static string).
 const char* pytest_scalene_code_seen_problem(void) {
-  if (installed) return NULL;
+#ifdef RECORD_WITH_HOOK
+  if (active) return NULL;
   _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
   if (current != _PyEval_EvalFrameDefault) {
     return "another frame-evaluation function (PEP 523: a debugger such as pydevd, a JIT) is "
            "installed; the code map's recorder will not replace it";
   }
+#endif
   return NULL;
 }
 
@@ -117,10 +130,10 @@ int pytest_scalene_code_seen_start(void) {
     }
   }
   out_of_memory = 0;
-  if (!installed) {
-    _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), record_frame);
-    installed = 1;
-  }
+#ifdef RECORD_WITH_HOOK
+  if (!active) _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), record_frame);
+#endif
+  active = 1;
   return 1;
 }
 
@@ -128,7 +141,8 @@ int pytest_scalene_code_seen_start(void) {
 // NULL with an exception set when memory ran out (while recording or building the list).
 PyObject* pytest_scalene_code_seen_stop(void) {
   int replaced = 0;
-  if (installed) {
+#ifdef RECORD_WITH_HOOK
+  if (active) {
     PyInterpreterState* interp = PyInterpreterState_Get();
     // Someone may have put their own function on top since start: leave theirs in place, and
     // say that the record is incomplete (frames run since went past the hook).
@@ -137,8 +151,9 @@ PyObject* pytest_scalene_code_seen_stop(void) {
     } else {
       replaced = 1;
     }
-    installed = 0;
   }
+#endif
+  active = 0;
   PyObject* seen = PyList_New((Py_ssize_t)used);
   size_t n = 0;
   for (size_t i = 0; i < capacity; i++) {
@@ -167,12 +182,61 @@ PyObject* pytest_scalene_code_seen_stop(void) {
   return seen;
 }
 
-#else  // 3.12+: sys.monitoring does this (pytest_scalene/sampling/code_seen.py)
+#ifdef RECORD_WITH_CALLBACK
+static PyObject* disable = NULL;  // sys.monitoring.DISABLE, fetched once
+
+// The sys.monitoring callback: (code, offset) for PY_START and PY_RESUME, (code, offset,
+// exception) for PY_THROW. Returns DISABLE, so that the code fires again only after the next
+// restart_events(); None for PY_THROW, which cannot be disabled.
+static PyObject* on_event(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2 && nargs != 3) {
+    PyErr_Format(PyExc_TypeError,
+                 "the code map's callback takes (code, offset[, exception]), not %zd arguments",
+                 nargs);
+    return NULL;
+  }
+  if (!PyCode_Check(args[0])) {
+    PyErr_Format(PyExc_TypeError, "the code map's callback takes a code object, not %.100s",
+                 Py_TYPE(args[0])->tp_name);
+    return NULL;
+  }
+  if (active) remember(args[0]);
+  if (nargs == 3) Py_RETURN_NONE;
+  return Py_NewRef(disable);
+}
+
+static PyMethodDef on_event_def = {"code_seen_event", (PyCFunction)(void (*)(void))on_event,
+                                   METH_FASTCALL, "Records the code object that started."};
+#endif
+
+// A new reference to the builtin to register with sys.monitoring (3.12+), None where code
+// cannot be recorded from C (3.10/3.11: the hook does it; free-threaded builds); NULL with an
+// exception set on failure.
+PyObject* pytest_scalene_code_seen_callback(void) {
+#ifdef RECORD_WITH_CALLBACK
+  if (disable == NULL) {
+    PyObject* monitoring = PySys_GetObject("monitoring");  // borrowed
+    if (monitoring == NULL) {
+      PyErr_SetString(PyExc_RuntimeError, "sys.monitoring is missing");
+      return NULL;
+    }
+    disable = PyObject_GetAttrString(monitoring, "DISABLE");
+    if (disable == NULL) return NULL;
+  }
+  return PyCFunction_NewEx(&on_event_def, NULL, NULL);
+#else
+  Py_RETURN_NONE;
+#endif
+}
+
+#else  // a free-threaded build: code_seen.py records in Python
 
 const char* pytest_scalene_code_seen_problem(void) {
-  return "Python 3.12+ records with sys.monitoring, not with this hook";
+  return "a free-threaded build records with sys.monitoring in Python, not in C";
 }
 int pytest_scalene_code_seen_start(void) { return 0; }
 PyObject* pytest_scalene_code_seen_stop(void) { return PyList_New(0); }
+PyObject* pytest_scalene_code_seen_callback(void) { Py_RETURN_NONE; }
 
 #endif

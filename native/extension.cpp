@@ -14,6 +14,7 @@ extern "C" int pytest_scalene_walk_frames(PyThreadState* tstate, uint64_t* codes
 extern "C" const char* pytest_scalene_code_seen_problem(void);
 extern "C" int pytest_scalene_code_seen_start(void);
 extern "C" PyObject* pytest_scalene_code_seen_stop(void);
+extern "C" PyObject* pytest_scalene_code_seen_callback(void);
 
 namespace {
 
@@ -188,18 +189,27 @@ PYBIND11_MODULE(_native, m) {
           const char* problem = pytest_scalene_code_seen_problem();
           return problem ? py::object(py::str(problem)) : py::object(py::none());
         },
-        "Why the code recorder cannot run in this process (Python <= 3.11), or None.");
+        "Why the code recorder cannot run in this process, or None.");
   m.def("code_seen_start",
         []() {
           if (pytest_scalene_code_seen_start() < 0) throw std::bad_alloc();
         },
-        "Install the frame-evaluation hook that records each code object run; a no-op when "
-        "code_seen_problem() is not None.");
+        "Begin recording each code object run (3.10/3.11: install the frame-evaluation hook; "
+        "3.12+: keep what code_seen_callback() sees); a no-op when code_seen_problem() is not "
+        "None.");
   m.def("code_seen_stop",
         []() {
           PyObject* seen = pytest_scalene_code_seen_stop();
           if (seen == nullptr) throw py::error_already_set();
           return py::reinterpret_steal<py::list>(seen);
         },
-        "Uninstall the hook; the code objects run since code_seen_start, each once.");
+        "Stop recording; the code objects run since code_seen_start, each once.");
+  m.def("code_seen_callback",
+        []() {
+          PyObject* callback = pytest_scalene_code_seen_callback();
+          if (callback == nullptr) throw py::error_already_set();
+          return py::reinterpret_steal<py::object>(callback);
+        },
+        "3.12+: the builtin to register with sys.monitoring for PY_START, PY_RESUME and "
+        "PY_THROW; None where recording from C is not available.");
 }

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import sys
+import sysconfig
 import threading
+import types
 
 import pytest
 
@@ -241,3 +243,91 @@ def test_the_hook_is_installed_only_while_recording(recorder):
     recorder.stop()
     assert during != default
     assert api._PyInterpreterState_GetEvalFrameFunc(interp) == default, "nothing paid after stop"
+
+
+needs_monitoring = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+
+
+def registered_callbacks(tool: int) -> list:
+    """The callbacks registered for the recorder's three events (put back as they were)."""
+    monitoring, found = sys.monitoring, []
+    for event in ("PY_START", "PY_RESUME", "PY_THROW"):
+        number = getattr(monitoring.events, event)
+        found.append(monitoring.register_callback(tool, number, None))
+        monitoring.register_callback(tool, number, found[-1])
+    return found
+
+
+def native_callback():
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("a free-threaded build records with Python callbacks")
+    native = code_seen._native_callback()
+    assert native is not None, "the extension has no sys.monitoring callback"
+    return native[1]
+
+
+@needs_monitoring
+def test_the_extension_s_builtin_is_the_callback_registered_for_every_event(recorder):
+    native_callback()
+    assert code_seen._monitoring.native is not None
+    callbacks = registered_callbacks(code_seen._monitoring.tool)
+    assert all(isinstance(c, types.BuiltinFunctionType) for c in callbacks), callbacks
+
+
+@needs_monitoring
+def test_the_builtin_disables_a_started_code_but_not_a_throw(recorder):
+    callback = native_callback()
+    code = leaf.__code__
+    assert callback(code, 0) is sys.monitoring.DISABLE
+    assert callback(code, 0, KeyError()) is None, "PY_THROW cannot be disabled"
+
+
+@needs_monitoring
+def test_the_builtin_refuses_what_is_not_a_code_object_or_the_wrong_arity(recorder):
+    callback = native_callback()
+    with pytest.raises(TypeError, match="takes a code object, not str"):
+        callback("leaf", 0)
+    with pytest.raises(TypeError, match="not 1 arguments"):
+        callback(leaf.__code__)
+
+
+def fallback_only():
+    return 3
+
+
+@needs_monitoring
+def test_without_the_extension_s_callback_python_callbacks_record(monkeypatch, recorder):
+    monkeypatch.setattr(code_seen, "_native_callback", lambda: None)  # not built, free-threaded
+    fresh = code_seen._Monitoring()  # a fresh process's: takes the next free tool id
+    monkeypatch.setattr(code_seen, "_monitoring", fresh)
+    python_recorder = CodeSeen()
+    try:
+        assert python_recorder.problem is None and fresh.native is None
+        assert not any(
+            isinstance(c, types.BuiltinFunctionType) for c in registered_callbacks(fresh.tool)
+        )
+        python_recorder.start()
+        fallback_only()
+        seen = names(python_recorder.stop())
+    finally:
+        monitoring = sys.monitoring
+        monitoring.set_events(fresh.tool, 0)
+        for event in (monitoring.events.PY_START, monitoring.events.PY_RESUME):
+            monitoring.register_callback(fresh.tool, event, None)
+        monitoring.register_callback(fresh.tool, monitoring.events.PY_THROW, None)
+        monitoring.free_tool_id(fresh.tool)
+    assert "fallback_only" in seen
+
+
+def test_code_run_between_recordings_is_not_kept_alive(recorder):
+    import gc
+    import weakref
+
+    recorder.start()
+    recorder.stop()
+    namespace: dict = {}
+    exec("def between():\n    return 1", namespace)  # a code object no module keeps
+    namespace["between"]()
+    code = weakref.ref(namespace.pop("between").__code__)
+    gc.collect()
+    assert code() is None, "the recorder keeps a reference to code it was not asked to record"

@@ -4,9 +4,13 @@ the code map (issue 24), cheap enough to run around every profiled test.
 Python 3.12+: sys.monitoring's PY_START and PY_RESUME events (and PY_THROW: a generator resumed
 by throw(), as contextlib does on an exception). Each callback adds the code to a set and
 returns DISABLE, so a code object costs one event per test whatever its number of calls; start()
-re-arms the disabled events with restart_events(); the events stay on between recordings.
+re-arms the disabled events with restart_events(); the events stay on between recordings. The
+callback is the extension's builtin (native/code_seen.c), or a Python function where that is
+not available (the extension not built, a free-threaded build).
 Python 3.10 and 3.11: a PEP 523 frame-evaluation hook in the extension (native/code_seen.c),
 installed from start() to stop().
+Either way the extension's set is the process's one: recordings that nest share it (see
+_native_users).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class CodeSeen:
         self._native: Any = None
         if sys.version_info >= (3, 12):
             self.problem = _monitoring.claim()
+            self._native = _monitoring.native
         else:
             self._load_hook()
 
@@ -60,16 +65,18 @@ class CodeSeen:
             self._seen.clear()
             _monitoring.start(self._seen)
             return
-        # Nested: the hook's set is shared; hand what it saw to the recordings in progress.
-        if _hook_users and self._drain_hook() is None:
+        # Nested: the extension's set is shared; hand what it saw to the recordings in progress.
+        if _native_users and self._drain_native() is None:
             return
-        if self in _hook_users:  # started twice
-            _hook_users.remove(self)
+        if self in _native_users:  # started twice
+            _native_users.remove(self)
         self._seen.clear()
         self._native.code_seen_start()
         self.problem = self._native.code_seen_problem()  # set when it could not install
         if self.problem is None:
-            _hook_users.append(self)
+            _native_users.append(self)
+            if sys.version_info >= (3, 12):
+                _monitoring.rearm()
 
     def stop(self) -> list[types.CodeType]:
         """Stop; every code object that started or resumed running since start(), each once."""
@@ -77,12 +84,12 @@ class CodeSeen:
             return []
         if self._native is None:
             _monitoring.stop(self._seen)
-        elif self in _hook_users:
-            drained = self._drain_hook()
+        elif self in _native_users:
+            drained = self._drain_native()
             if drained is None:
                 return []
-            _hook_users.remove(self)
-            if _hook_users:  # an outer recording goes on
+            _native_users.remove(self)
+            if _native_users:  # an outer recording goes on
                 self._native.code_seen_start()
             if not self._seen:  # the common case: no recording nested in this one
                 return drained
@@ -91,23 +98,24 @@ class CodeSeen:
         self._seen.clear()  # no reference kept between tests
         return seen
 
-    def _drain_hook(self) -> list[types.CodeType] | None:
-        """Stop the hook; what it saw, added to every other recording in progress (None: the
-        record is incomplete, and every recording in progress has a problem)."""
+    def _drain_native(self) -> list[types.CodeType] | None:
+        """Stop the extension's recording; what it saw, added to every other recording in
+        progress (None: the record is incomplete, and every recording in progress has a
+        problem)."""
         try:
             drained = self._native.code_seen_stop()
         except (RuntimeError, MemoryError) as exc:  # hook replaced, or no memory: incomplete
-            for recorder in _hook_users:
+            for recorder in _native_users:
                 recorder.problem = str(exc)
-            _hook_users.clear()
+            _native_users.clear()
             return None
-        for recorder in _hook_users:
+        for recorder in _native_users:
             if recorder is not self:
                 recorder._seen.update(drained)
         return drained
 
 
-_hook_users: list[CodeSeen] = []  # the recordings in progress that the C hook serves
+_native_users: list[CodeSeen] = []  # the recordings in progress the extension's set serves
 
 
 class _Monitoring:
@@ -121,6 +129,7 @@ class _Monitoring:
     def __init__(self) -> None:
         self.tool: int | None = None
         self.problem: str | None = None
+        self.native: Any = None  # the extension, when its callback is the one registered
         self.armed = False
         # The sets of the recordings in progress: a tuple, replaced whole, so that a callback
         # in another thread never sees it change under it.
@@ -139,7 +148,12 @@ class _Monitoring:
                 continue
             self.tool = tool
             events = monitoring.events
-            on_code, on_throw = _callbacks(self, monitoring.DISABLE)
+            native = _native_callback()
+            if native is not None:
+                self.native, on_code = native
+                on_throw = on_code  # it tells PY_THROW (three arguments) from the others
+            else:
+                on_code, on_throw = _callbacks(self, monitoring.DISABLE)
             monitoring.register_callback(tool, events.PY_START, on_code)
             monitoring.register_callback(tool, events.PY_RESUME, on_code)
             monitoring.register_callback(tool, events.PY_THROW, on_throw)
@@ -149,13 +163,18 @@ class _Monitoring:
         return self.problem
 
     def start(self, seen: set[types.CodeType]) -> None:
+        """A recording with the Python callbacks begins."""
+        if not any(s is seen for s in self.recording):
+            self.recording = (*self.recording, seen)
+        self.rearm()
+
+    def rearm(self) -> None:
+        """Every code object fires once more from now on (the events armed at the first call)."""
         monitoring = sys.monitoring
         if not self.armed:
             events = monitoring.events
             monitoring.set_events(self.tool, events.PY_START | events.PY_RESUME | events.PY_THROW)
             self.armed = True
-        if not any(s is seen for s in self.recording):
-            self.recording = (*self.recording, seen)
         # Re-arms what the callbacks disabled, so that each code fires once in this recording.
         # It is global: it also re-arms the events other tools (coverage.py) disabled, which
         # then fire once more each; that costs them time, never a wrong result.
@@ -166,6 +185,18 @@ class _Monitoring:
 
 
 _monitoring = _Monitoring()
+
+
+def _native_callback() -> tuple[Any, Callable[..., object]] | None:
+    """The extension and its sys.monitoring callback; None where it has none (not built, or a
+    free-threaded build), and the Python callbacks record instead."""
+    try:
+        from .. import _native
+    except ImportError:
+        return None
+    make = getattr(_native, "code_seen_callback", None)  # an extension built before it had one
+    callback = make() if make is not None else None
+    return None if callback is None else (_native, callback)
 
 
 def _callbacks(
