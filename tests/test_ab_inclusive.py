@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.ab import pairs, plugin, verdict, worker
+from pytest_scalene.ab import pairs, plugin, verdict, worker, worker_sampler
 from pytest_scalene.ab import session as ab_session
 
 PROJECT = """
@@ -63,7 +63,7 @@ def chain(*codes: Any) -> Any:
 def test_an_outer_functions_inclusive_time_holds_its_callees_and_recursion_counts_once(tmp_path):
     code = {name: f.__code__ for name, f in project(tmp_path).items() if callable(f)}
     library = compile("def call():\n    pass\n", "/usr/lib/python3/json/__init__.py", "exec")
-    sampler = worker.LineSampler(str(tmp_path))
+    sampler = worker_sampler.LineSampler(str(tmp_path))
     # inner (in a library call) <- outer <- recursive x3; then outer's own line <- recursive x3
     sampler._charge(chain(library, code["inner"], code["outer"], *[code["recursive"]] * 3), 0.25)
     sampler._charge(chain(code["outer"], *[code["recursive"]] * 3), 0.5)
@@ -82,13 +82,16 @@ def test_an_outer_functions_inclusive_time_holds_its_callees_and_recursion_count
 def test_the_run_reply_carries_both_figures(tmp_path):
     functions = project(tmp_path)
     served = worker.Worker.__new__(worker.Worker)
-    served.sampler = worker.LineSampler(str(tmp_path))
+    served.sampler = worker_sampler.LineSampler(str(tmp_path))
     served.sampler.timer = SimpleNamespace(arm=lambda interval: None, disarm=lambda: None)
 
     def sample() -> None:  # the run's only samples: the timer does nothing
         served.sampler._sample(0, None)
 
-    item = SimpleNamespace(runtest=lambda: functions["recursive"](2, sample))
+    call = SimpleNamespace(pytest_runtest_call=lambda item: item.runtest())  # pytest's hook
+    item = SimpleNamespace(
+        runtest=lambda: functions["recursive"](2, sample), ihook=call, _report_sections=[]
+    )
     reply = served._run(item, 1)  # type: ignore[arg-type]
     assert reply["outcome"] == "passed" and "sampler_error" not in reply, reply
     counts = {q: n for _, q, _, n in reply["inclusive"]}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.ab import pairs, verdict, worker
+from pytest_scalene.ab import pairs, verdict, worker, worker_sampler
 from pytest_scalene.ab import session as ab_session
 
 
@@ -40,17 +40,17 @@ def test_a_frame_without_a_line_number_is_charged_to_its_line_table_or_first_lin
     code = a_loop.__code__
     offsets = [(start, line) for start, _, line in code.co_lines() if line is not None]
     start, line = offsets[-1]
-    assert worker.line_number(fake_frame(code, None, start)) == line
-    assert worker.line_number(fake_frame(code, None, -1)) == code.co_firstlineno
-    assert worker.line_number(fake_frame(code, 7, start)) == 7
+    assert worker_sampler.line_number(fake_frame(code, None, start)) == line
+    assert worker_sampler.line_number(fake_frame(code, None, -1)) == code.co_firstlineno
+    assert worker_sampler.line_number(fake_frame(code, 7, start)) == 7
     # A real frame: its own line, an int.
-    assert isinstance(worker.line_number(sys._getframe()), int)
+    assert isinstance(worker_sampler.line_number(sys._getframe()), int)
 
 
 def test_samples_with_and_without_a_line_number_are_pooled_and_taken(tmp_path):
     """On 3.11 f_lineno is None on a loop's back-edge: a key with None beside one with an int
     made take()'s sort raise TypeError, and every worker died at its first sample."""
-    sampler = worker.LineSampler(str(tmp_path))
+    sampler = worker_sampler.LineSampler(str(tmp_path))
     code = in_tree(tmp_path)
     library = fake_frame(compile("pass", "/usr/lib/python3/json.py", "exec"), 1)
     sampler._charge(fake_frame(code, 2), 0.001)
@@ -64,7 +64,7 @@ def test_samples_with_and_without_a_line_number_are_pooled_and_taken(tmp_path):
 
 
 def test_generators_coroutines_deep_recursion_and_callbacks_are_sampled(tmp_path):
-    sampler = worker.LineSampler(str(tmp_path))
+    sampler = worker_sampler.LineSampler(str(tmp_path))
     source = tmp_path / "shapes.py"
     source.write_text(
         "import asyncio, functools\n"
@@ -94,7 +94,7 @@ def test_generators_coroutines_deep_recursion_and_callbacks_are_sampled(tmp_path
 
 
 def test_the_signal_handler_never_raises_into_the_test(tmp_path):
-    sampler = worker.LineSampler(str(tmp_path))
+    sampler = worker_sampler.LineSampler(str(tmp_path))
 
     def broken(frame: Any, weight: float) -> None:
         raise TypeError("'<' not supported between instances of 'int' and 'NoneType'")
@@ -121,7 +121,7 @@ def test_a_command_that_raises_in_the_worker_is_answered_with_the_error(tmp_path
     served = worker.Worker.__new__(worker.Worker)
     commands = [{"cmd": "setup", "nodeid": "test_x.py::missing"}, {"cmd": "lines"}]
     served.channel = FakeChannel(commands)
-    served.sampler = worker.LineSampler(str(tmp_path))
+    served.sampler = worker_sampler.LineSampler(str(tmp_path))
     assert served.pytest_runtestloop(SimpleNamespace(items=[], testsfailed=0)) is True
     hello, failed, lines = served.channel.sent
     assert failed["failed"].startswith("KeyError: 'test_x.py::missing' (at worker.py:"), failed

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_scalene.ab import pairs, verdict, worker
-from pytest_scalene.ab.worker import function_of
+from pytest_scalene.ab.worker_sampler import function_of
 from pytest_scalene.config.options import EXIT_UNJUDGED
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -12,17 +12,17 @@ import time
 
 import pytest
 
-from pytest_scalene.ab import worker
+from pytest_scalene.ab import worker_sampler
 from pytest_scalene.sampling import cpu_sampler
 
-READERS = {"cpu_sampler": cpu_sampler._thread_cpu, "ab_worker": worker.thread_cpu_s}
+READERS = {"cpu_sampler": cpu_sampler._thread_cpu, "ab_worker": worker_sampler.thread_cpu_s}
 
 
 @pytest.mark.parametrize("module", ["cpu_sampler", "ab_worker"])
 def test_an_ended_threads_clock_reads_none_instead_of_crashing(module: str) -> None:
     where = {
         "cpu_sampler": "from pytest_scalene.sampling.cpu_sampler import _thread_cpu as read",
-        "ab_worker": "from pytest_scalene.ab.worker import thread_cpu_s as read",
+        "ab_worker": "from pytest_scalene.ab.worker_sampler import thread_cpu_s as read",
     }[module]
     # Large stacks: glibc caches 40 MB of ended threads' stacks and unmaps the rest.
     script = textwrap.dedent(

@@ -103,13 +103,17 @@ class WorkerProcess:
                 worker.TREE_ENV: str(side.tree),
             }
         )
+        folder = Path(worker.__file__).resolve().parent
         launcher = (
             "import importlib.util, sys\n"
-            f"spec = importlib.util.spec_from_file_location('pytest_scalene_ab_worker', "
-            f"{str(Path(worker.__file__).resolve())!r})\n"
-            "module = importlib.util.module_from_spec(spec)\n"
-            "sys.modules[spec.name] = module\n"
-            "spec.loader.exec_module(module)\n"
+            "def load(name, path):\n"
+            "    spec = importlib.util.spec_from_file_location(name, path)\n"
+            "    module = importlib.util.module_from_spec(spec)\n"
+            "    sys.modules[spec.name] = module\n"
+            "    spec.loader.exec_module(module)\n"
+            "    return module\n"
+            f"load('pytest_scalene_ab_worker_sampler', {str(folder / 'worker_sampler.py')!r})\n"
+            f"module = load('pytest_scalene_ab_worker', {str(folder / 'worker.py')!r})\n"
             "import pytest\n"
             "sys.exit(pytest.main(sys.argv[1:], plugins=[module]))\n"
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import git_tree, pairs, verdict
-from .worker import _SKIP_PARTS
+from .worker_sampler import _SKIP_PARTS
 
 # Notes on tests that have nothing to be compared with (a new test, a changed setup): counted,
 # but they do not fail the run as the other notes (the comparison failed to judge) do.

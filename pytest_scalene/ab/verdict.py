@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .worker import function_of
+from .worker_sampler import function_of
 
 
 @dataclass(frozen=True)
