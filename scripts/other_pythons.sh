@@ -5,7 +5,8 @@
 # budgets, baselines, the terminal report, memory budgets through the shim, leaks, memory
 # accuracy (on 3.12/3.13 pip picks numpy 2.5, which allocates array data through the RAW domain),
 # the line memory is charged to (the frame walk differs per version), instruction counts (on
-# 3.12+ they also name the Python function that grew, recursion counted once).
+# 3.12+ they also name the Python function that grew, recursion counted once), the code map's
+# recorder (a frame-evaluation hook on 3.10/3.11, sys.monitoring on 3.12+) and test selection.
 # How the interpreters are found: pyenv's versions directory ($(pyenv root)/versions/X.Y.*,
 # ~/.pyenv without pyenv on PATH), else pythonX.Y on PATH. An absent one is skipped with a
 # message; it does not fail CI.
@@ -15,7 +16,8 @@ cd "$(dirname "$0")/.."
 subset=(tests/test_everyday_suite.py tests/test_ini_options.py tests/test_budgets.py
     tests/test_baseline_keep.py tests/test_terminal_report.py tests/test_memory_leaks.py
     tests/test_options.py tests/test_memory_accuracy.py tests/test_memory_attribution.py
-    tests/test_instructions.py tests/test_instruction_attribution.py)
+    tests/test_instructions.py tests/test_instruction_attribution.py
+    tests/test_code_seen.py tests/test_selection.py tests/test_thread_clocks.py)
 root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
 status=0
 for version in "${@:-3.10 3.12 3.13}"; do
