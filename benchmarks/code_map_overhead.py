@@ -9,8 +9,11 @@ rounds of the on/off ratio taken in the same round.
   recursive-descent parser), the worst case of a recorder that sees every call.
 
 Recording on/off:
-- default: the plugin's own recording, off with PYTEST_SCALENE_CODE_MAP=off (the integration;
-  until it lands both sides run the same code and the ratio is noise around 1.00);
+- default: the plugin's own recording, off with PYTEST_SCALENE_CODE_MAP=off, in a run that
+  stores the map (`--profile-save-baseline`), with no map stored before it: every test is
+  recorded (a project's first run, or a change every test runs through);
+- --steady: the same with the map of an earlier run stored and the code unchanged: no test is
+  recorded again, the cost left is reading the map and digesting its files;
 - --raw: the bare recorder, `CodeSeen().start()`/`stop()` around each test's protocol by a
   conftest in the benchmark's directory, on when CODE_MAP_BENCH_RAW=on (both sides load it).
 Also the in-process cost of start() + stop() for a test that ran 200 distinct code objects.
@@ -176,9 +179,9 @@ The two means of recording cost in opposite places:
 SUITES = {"ms_suite": (MS_SUITE, 1000), "call_heavy": (CALL_HEAVY, 30)}
 
 
-def cpu_s(directory: Path, env: dict[str, str]) -> float:
+def cpu_s(directory: Path, env: dict[str, str], args: tuple[str, ...] = ()) -> float:
     """CPU time (user + system) of one profiled pytest run, the re-executed process included."""
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PROFILE]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PROFILE, *args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, cwd=directory, capture_output=True, text=True, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -199,17 +202,23 @@ def environments(raw: bool, counts: Path) -> dict[str, dict[str, str]]:
     return {"off": {**base, "PYTEST_SCALENE_CODE_MAP": "off"}, "on": base}
 
 
-def measure_suite(source: str, tests: int, rounds: int, raw: bool) -> dict:
+def measure_suite(source: str, tests: int, rounds: int, raw: bool, steady: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         (directory / "test_suite.py").write_text(source.format(n=tests))
         (directory / "conftest.py").write_text(RAW_CONFTEST)
         counts = directory / "counts.txt"
         envs = environments(raw, counts)
+        args = () if raw else ("--profile-save-baseline",)  # a run that stores the map
+        code_map = directory / "baselines" / "code-map.json"
+        if steady:
+            cpu_s(directory, envs["on"], args)  # the map of an earlier run, code unchanged
         runs: dict[str, list[float]] = {"off": [], "on": []}
         for r in range(rounds):
             for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
-                runs[mode].append(cpu_s(directory, envs[mode]))
+                if not steady:
+                    code_map.unlink(missing_ok=True)  # every test recorded
+                runs[mode].append(cpu_s(directory, envs[mode], args))
             print(f"  round {r + 1}: off {runs['off'][-1]:.2f} s, on {runs['on'][-1]:.2f} s")
         seen = [int(c) for c in counts.read_text().split()] if counts.exists() else []
     ratios = [on / off for on, off in zip(runs["on"], runs["off"], strict=True)]
@@ -257,9 +266,9 @@ def measure(args: argparse.Namespace) -> dict:
     for name, (source, default_tests) in SUITES.items():
         tests = args.tests if name == "ms_suite" and args.tests else default_tests
         print(f"{name}: {tests} tests, {args.rounds} rounds")
-        suites[name] = measure_suite(source, tests, args.rounds, args.raw)
+        suites[name] = measure_suite(source, tests, args.rounds, args.raw, args.steady)
     return {
-        "mode": "raw" if args.raw else "integrated",
+        "mode": "raw" if args.raw else "steady" if args.steady else "first record",
         "python": sys.version.split()[0],
         "rounds": args.rounds,
         "suites": suites,
@@ -295,8 +304,11 @@ def render(all_results: dict[str, dict]) -> str:
             "which code each test ran (`sampling/code_seen.py`) off and on, in fresh processes, "
             "interleaved; the ratio is on/off CPU time in the same round, median over the "
             "rounds, so it includes pytest's and the profiler's own cost in the denominator. "
-            "`raw`: the bare recorder around each test by a conftest; `integrated`: the "
-            "plugin's recording, off with `PYTEST_SCALENE_CODE_MAP=off`.",
+            "`raw`: the bare recorder around each test by a conftest; `first record`: the "
+            "plugin's recording in a `--profile-save-baseline` run with no map stored (every "
+            "test recorded), off with `PYTEST_SCALENE_CODE_MAP=off`; `steady`: the same with "
+            "the map of an earlier run stored and the code unchanged (no test recorded again: "
+            "what most runs pay). A plain `--profile` run stores no map and records nothing.",
             "",
             f"Target: <= {TARGET_RATIO:.2f}x on both suites.",
             "",
@@ -321,6 +333,7 @@ def render(all_results: dict[str, dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", action="store_true", help="the bare recorder, by a conftest")
+    parser.add_argument("--steady", action="store_true", help="a map stored, code unchanged")
     parser.add_argument("--tests", type=int, default=0, help="ms suite's tests (1000)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "docs")

@@ -257,8 +257,9 @@ def test_xdist_controller_merges_and_verdicts_match_a_plain_run(pytester, monkey
     )
     saved.assert_outcomes(passed=5, failed=1)
     assert saved.stdout.str().count("baseline saved:") == 1
-    assert list((pytester.path / "baselines").rglob("*.json")) == [
-        pytester.path / "baselines" / "test_x.py.json"
+    assert sorted((pytester.path / "baselines").rglob("*.json")) == [
+        pytester.path / "baselines" / "code-map.json",  # which code each test ran
+        pytester.path / "baselines" / "test_x.py.json",
     ]
     stored = json.loads((pytester.path / "baselines" / "test_x.py.json").read_text())
     assert len(stored["tests"]) == 5  # the test over budget did not pass: not saved

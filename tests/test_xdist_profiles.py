@@ -131,7 +131,10 @@ def test_xdist_baselines_hold_every_workers_tests_once(pytester):
     result.assert_outcomes(passed=8)
     assert result.stdout.str().count("baseline saved:") == 2
     files = sorted(p.name for p in (pytester.path / "baselines").rglob("*.json"))
-    assert files == ["test_a.py.json", "test_b.py.json"]
+    assert files == ["code-map.json", "test_a.py.json", "test_b.py.json"]
+    code_map = json.loads((pytester.path / "baselines" / "code-map.json").read_text())
+    assert len(code_map["tests"]) == 8  # every worker's tests
+    files.remove("code-map.json")
     for name in files:
         stored = json.loads((pytester.path / "baselines" / name).read_text())
         assert len(stored["tests"]) == 4, name
