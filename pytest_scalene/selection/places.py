@@ -5,6 +5,7 @@ a map can check (code built by exec or eval, frozen modules, templates compiled 
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import platform
@@ -14,10 +15,12 @@ import sysconfig
 from pathlib import Path
 
 STDLIB = "stdlib"
+INSTALL_DIRS = ("site-packages", "dist-packages")
 OWN_PACKAGE = os.path.realpath(Path(__file__).parent.parent) + os.sep
 UNCHECKED = "unchecked"
 
 
+@functools.cache
 def interpreter() -> str:
     """What a map's figures depend on beyond the code: implementation, version and build."""
     return f"{platform.python_implementation()} {platform.python_version()} ({sys.version})"
@@ -43,6 +46,7 @@ class Places:
         self._site = _site_dirs()
         self._cache: dict[str, str] = {}
         self._owners: dict[str, list[str]] | None = None
+        self._entries: list[str] | None = None
         self.versions: dict[str, str] = {}  # distribution -> version, of those seen
 
     def of(self, filename: str) -> str:
@@ -57,26 +61,40 @@ class Places:
         if not filename.endswith((".py", ".pyw")) or not os.path.isfile(filename):
             return UNCHECKED
         real = os.path.realpath(filename)
-        if real.startswith(OWN_PACKAGE) and not real.startswith(self.rootdir):
+        inside_root = real.startswith(self.rootdir)
+        if real.startswith(OWN_PACKAGE) and not inside_root:
             return self.dist("pytest-scalene")  # the measuring plugin, not the code under test
-        for directory in self._site:  # before the stdlib: site-packages may lie inside it
-            if real.startswith(directory):
-                return self._distribution(directory, real[len(directory) :])
-        if any(real.startswith(d) for d in self._stdlib) and not real.startswith(self.rootdir):
+        # Installed code is whatever an installation directory on sys.path holds (a virtual
+        # environment inside the rootdir included), wherever that directory is.
+        entry = self._entry_of(real)
+        if entry is not None and self._installed(entry):
+            owner = self._owner(real[len(entry) :])
+            if owner is not None:
+                return self.dist(owner)
+        elif not inside_root and any(real.startswith(d) for d in self._stdlib):
             return STDLIB
-        if real.startswith(self.rootdir):
+        if inside_root:
             return Path(real[len(self.rootdir) :]).as_posix()
         return Path(real).as_posix()
 
-    def _distribution(self, directory: str, inside: str) -> str:
+    def _entry_of(self, real: str) -> str | None:
+        """The longest sys.path entry (or site directory) holding the file."""
+        if self._entries is None:
+            found = {os.path.realpath(p or os.curdir) + os.sep for p in sys.path}
+            found.update(self._site)
+            self._entries = sorted(found, key=len, reverse=True)
+        return next((e for e in self._entries if real.startswith(e)), None)
+
+    def _installed(self, entry: str) -> bool:
+        return entry in self._site or os.path.basename(entry.rstrip(os.sep)) in INSTALL_DIRS
+
+    def _owner(self, inside: str) -> str | None:
         if self._owners is None:
             self._owners = dict(importlib.metadata.packages_distributions())
         top = inside.split(os.sep, 1)[0]
         top = top[: -len(".py")] if top.endswith(".py") else top
         owners = self._owners.get(top)
-        if not owners:  # a file no installed distribution claims: check its code instead
-            return Path(directory + inside).as_posix()
-        return self.dist(sorted(owners)[0])
+        return sorted(owners)[0] if owners else None
 
     def dist(self, name: str) -> str:
         if name not in self.versions:
@@ -84,6 +102,7 @@ class Places:
         return "dist:" + name
 
 
+@functools.cache  # a session's installed distributions do not change under it
 def installed_version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)

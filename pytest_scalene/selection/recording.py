@@ -31,7 +31,7 @@ class Recorder:
         self.places = Places(rootdir)
         self.tests: dict[str, TestCode] = {}
         self._files: dict[str, FileDigests | None] = {}  # key -> digests as first read
-        self._codes: dict[int, tuple[types.CodeType, str, list[str]]] = {}  # id -> place, ids
+        self._codes: dict[int, tuple[types.CodeType, str, list[str], str | None]] = {}
         self._conftests: dict[Path, list[str]] = {}  # a test's directory -> conftest keys
 
     def start(self) -> None:
@@ -41,12 +41,16 @@ class Recorder:
         """The end of `item`'s teardown: its map joins the session's."""
         test = TestCode()
         dists: set[str] = set()
+        known = self._codes
+        # Some 400 code objects a test, most of them pytest's: one look-up each.
         for code in [*self.seen.stop(), *_fixture_codes(item)]:
-            place, ids = self._place_of(code)
-            if place.startswith("dist:"):
-                dists.add(place[len("dist:") :])
-            elif ids:
-                test.code.setdefault(place, []).extend(ids)
+            entry = known.get(id(code))
+            if entry is None or entry[0] is not code:
+                entry = self._place_of(code)
+            if entry[3] is not None:
+                dists.add(entry[3])
+            elif entry[2]:
+                test.code.setdefault(entry[1], []).extend(entry[2])
         for key in self._conftest_keys(Path(str(item.path)).parent):
             test.code.setdefault(key, []).append(MODULE_TOP)
         test.code = {key: sorted(set(ids)) for key, ids in sorted(test.code.items())}
@@ -64,18 +68,17 @@ class Recorder:
                     found.append(key)
         return found
 
-    def _place_of(self, code: types.CodeType) -> tuple[str, list[str]]:
-        known = self._codes.get(id(code))
-        if known is not None and known[0] is code:
-            return known[1], known[2]
+    def _place_of(self, code: types.CodeType) -> tuple[types.CodeType, str, list[str], str | None]:
+        """(code, its file's key, its ids, its distribution or None), kept by id(code)."""
         place = self.places.of(code.co_filename)
         ids: list[str] = []
-        if place not in (STDLIB, UNCHECKED) and not place.startswith("dist:"):
+        dist = place[len("dist:") :] if place.startswith("dist:") else None
+        if place not in (STDLIB, UNCHECKED) and dist is None:
             digests = self._digests(place, code.co_filename)
             if digests is not None:
                 ids = digests.ids_of(code) or [f"{UNMATCHED}{code.co_name}:{code.co_firstlineno}"]
-        self._codes[id(code)] = (code, place, ids)  # holding the code keeps its id unique
-        return place, ids
+        entry = self._codes[id(code)] = (code, place, ids, dist)  # the code's id stays unique
+        return entry
 
     def _digests(self, key: str, filename: str) -> FileDigests | None:
         if key not in self._files:
