@@ -46,6 +46,7 @@ from .sampling import memory_sampler, preload
 from .sampling.gpu_sampler import GpuSetup
 from .sampling.profiler import Profiler
 from .sampling.stack_recorder import StackRecorder
+from .selection.session import Selection
 from .xdist import report_relay as xdist_relay
 from .xdist import session_payload as xdist_bridge
 from .xdist.worker_preload import preloaded_workers
@@ -64,6 +65,7 @@ class Run:
     gpu: GpuSetup
     worker: bool  # an xdist worker: its profiles go to the controller, which writes the files
     instructions: counts.InstructionCounts
+    selection: Selection  # the code map: which tests the costly gates measure
     ab: ab_plugin.CompareRef | None = None  # --profile-compare-ref
     stacks: StackRecorder | None = None  # --profile-speedscope
     history: History | None = None  # --profile-history
@@ -128,8 +130,11 @@ def pytest_configure(config: pytest.Config) -> None:
         gpu,
         worker,
         counts.InstructionCounts(config, profiler, gate_options.measure),  # valgrind, if needed
+        Selection(config, profiler, gate_options),
         ab,
     )
+    if run.selection.recorder is not None:  # records each profiled test's code map
+        config.pluginmanager.register(run.selection, "pytest-scalene-selection")
     history = HistoryOptions.from_config(config)
     if history.url:
         run.history = History(config, profiler, history)
@@ -160,6 +165,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = _run(session.config)
     if run is None:
         return
+    setup = run.ab.setup if run.ab is not None else None
+    run.selection.decide(session.items, setup)  # unchanged tests: not measured below
     if run.ab is not None:
         run.ab.after_collection(session)  # A/B runs against the git ref
     run.instructions.after_collection(session, run.gates)  # instruction counts, valgrind
@@ -243,6 +250,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         return
     output = getattr(node, "workeroutput", None) or {}
     xdist_bridge.receive(output, run.profiler.session)
+    run.selection.receive(output)
     text = output.get(STACKS_OUTPUT_KEY)
     if run.stacks is not None and text:
         run.stacks.merge_payload(json.loads(text))
@@ -255,13 +263,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if run.worker:  # on xdist, the controller writes the files
         xdist_bridge.send(config, run.profiler.session)
+        run.selection.send(config)
         if run.stacks is not None:
             config.workeroutput[STACKS_OUTPUT_KEY] = json.dumps(run.stacks.to_payload())  # type: ignore[attr-defined]
         return
     run.gates.save_baselines(session, saved_from(Path(config.rootpath)))
+    run.selection.save()  # the code map, beside the baselines
     _write_report_files(session, run)
     if run.history is not None:
-        run.history.record(session)  # the exit status says whether the run counts
+        recorded = run.selection.recorded()  # the code map goes into the history too
+        run.history.record(session, recorded.to_json() if recorded else None)
     run.unjudged = _unjudged(run)
     failing = set(run.unjudged) - {AB_NOTHING_TO_COMPARE}
     if failing and not run.gates.options.allow_unjudged and session.exitstatus == 0:
@@ -359,13 +370,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) -> None:
-    lines = run.gates.notes()
+    lines = run.selection.summary() + run.gates.notes()
     for nodeid, profile in run.profiler.session.tests.items():
         ab = profile.extra.get(ab_plugin.AB_KEY)
         if isinstance(ab, dict) and "note" in ab:
             lines.append(f"{nodeid}: A/B against {ab['ref']}: {ab['note']}")
         if profile.outcome == "passed" and counts.MISSING_KEY in profile.extra:
             lines.append(f"{nodeid}: instructions not counted: {profile.extra[counts.MISSING_KEY]}")
+    lines += run.selection.reasons()
     if len(lines) > MAX_NOTES and not terminal_summary.wants_details(config):
         lines = [*lines[:MAX_NOTES], f"and {len(lines) - MAX_NOTES} more (-v shows them)"]
     if not lines:

@@ -40,6 +40,7 @@ INI = {
     "profile_baseline_dir": ("perf/base", "'perf/base'"),
     "profile_repeat": ("0.05s", "Repeat(runs=1, seconds=0.05)"),
     "profile_measure": ("time", "'time'"),
+    "profile_select": ("all", "'all'"),
     "profile_compare_ref": ("HEAD", "'HEAD'"),  # the directory is made a git repository
     "profile_allow_unjudged": ("true", "True"),
     "profile_regression": ("10%", "0.1"),

@@ -289,6 +289,13 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         "on the median of paired CPU-time ratios (docs/baselines.md)",
     )
     add(
+        "--profile-select",
+        choices=("changed", "all"),
+        default="changed",
+        help="which tests the A/B comparison and instruction counts measure: changed (default: "
+        "those whose code changed since the code map; docs/selection.md) or all",
+    )
+    add(
         "--profile-allow-unjudged",
         action="store_true",
         help="let the run pass (exit status 0) when a requested gate could not judge a test: "
@@ -390,6 +397,7 @@ class GateOptions:
     measure: str = "time"
     compare_ref: str | None = None
     allow_unjudged: bool = False
+    select: str = "changed"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GateOptions:
@@ -407,4 +415,5 @@ class GateOptions:
             measure=opt("--profile-measure"),
             compare_ref=opt("--profile-compare-ref") or None,
             allow_unjudged=bool(opt("--profile-allow-unjudged")),
+            select=opt("--profile-select"),
         )

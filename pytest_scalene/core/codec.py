@@ -56,13 +56,16 @@ def test_to_dict(profile: TestProfile) -> dict[str, Any]:
 
 
 def session_to_dict(session: SessionProfile) -> dict[str, Any]:
-    return {
+    found = {
         "schema": SCHEMA_VERSION,
         "interval_s": session.interval_s,
         "clock": session.clock,
         "notes": list(session.notes),
         "tests": {nodeid: test_to_dict(t) for nodeid, t in session.tests.items()},
     }
+    if session.selection is not None:
+        found["selection"] = session.selection
+    return found
 
 
 def line_from_dict(data: dict[str, Any]) -> tuple[LineKey, LineStats]:

@@ -66,3 +66,4 @@ class SessionProfile:
     clock: str
     tests: dict[str, TestProfile] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. why a metric is unavailable
+    selection: dict[str, Any] | None = None  # which tests the code map chose (selection/)

@@ -24,6 +24,7 @@ from ..core.natural_values import is_number
 BASELINE_SCHEMA = 1
 KIND = "pytest-scalene baseline"
 DIGITS = 6
+CODE_MAP_FILE = "code-map.json"  # beside the baselines: which code each test ran
 
 
 class BaselineError(Exception):
@@ -313,6 +314,8 @@ def load_dir(baseline_dir: str | os.PathLike[str]) -> tuple[dict[str, ModuleBase
     errors: list[str] = []
     root = Path(baseline_dir)
     for path in sorted(root.rglob("*.json")):
+        if path == root / CODE_MAP_FILE:  # selection/code_map.py's, not a baseline
+            continue
         try:
             baseline = read(path)
             expected = path_for(root, baseline.module)

@@ -67,6 +67,7 @@ class RunRecord:
     options: dict[str, Any]  # the options that change figures; runs compare only when equal
     tests: tuple[TestRecord, ...]
     notes: tuple[str, ...] = field(default=())
+    code_map: str | None = None  # the run's code map, as its JSON file holds it
 
 
 # -- identity ------------------------------------------------------------------------------------
@@ -159,7 +160,11 @@ def test_record(profile: TestProfile) -> TestRecord:
 
 
 def run_record(
-    session: SessionProfile, rootdir: str, options: dict[str, Any], started_at: float | None = None
+    session: SessionProfile,
+    rootdir: str,
+    options: dict[str, Any],
+    started_at: float | None = None,
+    code_map: str | None = None,
 ) -> RunRecord:
     commit, branch, dirty = git_state(rootdir)
     info = machine_info()
@@ -174,6 +179,7 @@ def run_record(
         options=options,
         tests=tuple(test_record(p) for p in session.tests.values()),
         notes=tuple(session.notes),
+        code_map=code_map,
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 KIND = "pytest-scalene history"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Version 1: runs, interned test names and line keys, one result row per test per run.
 _V1 = (
@@ -49,6 +49,15 @@ _V2 = (
 )
 
 
+# Version 3: each run's code map (selection/code_map.py: which code each test ran), zlib'd JSON,
+# for a gate run that has no map file beside its baselines.
+_V3 = (
+    """CREATE TABLE scalene_code_maps (
+        run_id BIGINT PRIMARY KEY REFERENCES scalene_runs (id) ON DELETE CASCADE,
+        code_map {blob} NOT NULL)""",
+)
+
+
 def options_key(options: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -66,4 +75,5 @@ def _fill_options_keys(execute: Execute) -> None:
 MIGRATIONS: dict[int, tuple[tuple[str, ...], Callable[[Execute], None] | None]] = {
     0: (_V1, None),
     1: (_V2, _fill_options_keys),
+    2: (_V3, None),
 }

@@ -110,7 +110,7 @@ class History:
             profile.outcome = "failed"
 
     # -- recording -----------------------------------------------------------------------------
-    def record(self, session: pytest.Session) -> None:
+    def record(self, session: pytest.Session, code_map: str | None = None) -> None:
         if self.worker or not self.profiler.session.tests:
             return
         if session.exitstatus in NOT_RECORDED:
@@ -118,7 +118,7 @@ class History:
             return
         options = figure_options(self.config, self.profiler)
         run = records.run_record(
-            self.profiler.session, str(self.config.rootpath), options, self.started_at
+            self.profiler.session, str(self.config.rootpath), options, self.started_at, code_map
         )
         try:
             with open_store(self.options.url) as store:

@@ -8,6 +8,7 @@ its transactions and its column types. Readers get plain data (RunInfo, Point), 
 from __future__ import annotations
 
 import json
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -222,12 +223,24 @@ class HistoryStore(ABC):
                 f"{', '.join(TEST_METRICS)}, verdicts, lines) VALUES ({marks})",
                 rows,
             )
+            if run.code_map is not None:
+                self._execute(
+                    "INSERT INTO scalene_code_maps (run_id, code_map) VALUES (?, ?)",
+                    (run_id, self._blob(zlib.compress(run.code_map.encode(), 6))),
+                )
         return run_id
 
     def _blob(self, data: bytes) -> Any:
         return data
 
     # -- reading ---------------------------------------------------------------------------------
+    def latest_code_map(self) -> str | None:
+        """The newest run's code map (JSON), None when no run stored one."""
+        if self._version() < 3:
+            return None
+        rows = self._execute("SELECT code_map FROM scalene_code_maps ORDER BY run_id DESC LIMIT 1")
+        return zlib.decompress(bytes(rows[0][0])).decode() if rows else None
+
     def runs(self, last: int | None = None, machine: str | None = None) -> list[RunInfo]:
         """The runs, oldest first: the `last` most recent (on `machine` when given)."""
         if self._version() == 0:

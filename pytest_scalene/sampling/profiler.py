@@ -35,15 +35,18 @@ class Profiler:
         self.options = options
         self.scope = CodeScope(rootdir, options.include, options.exclude)
         self.session = SessionProfile(interval_s=options.interval_s, clock=options.clock)
+        self.not_measured: set[str] = set()  # unchanged since the code map (selection/)
         self.collectors: list[Collector] = []
         self.listeners: list[SampleListener] = []
         self._patches = BlockingPatches()
         self._warmed_up = False  # a test has been profiled in this process
 
     def wants(self, item: Any) -> bool:
-        """Whether a test is profiled: --profile (or a gate that needs profiles), or a
-        perf_budget marker on the test."""
-        return self.options.enabled or item.get_closest_marker(MARKER) is not None
+        """Whether a test is profiled: --profile (or a gate that needs profiles) unless the
+        code map shows it unchanged, or a perf_budget marker on the test."""
+        if item.get_closest_marker(MARKER) is not None:
+            return True
+        return self.options.enabled and item.nodeid not in self.not_measured
 
     def note(self, message: str) -> None:
         """A one-time remark for the report (why a metric is missing, a conflict...)."""

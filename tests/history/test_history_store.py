@@ -68,7 +68,7 @@ def test_a_version_1_history_is_migrated_keeping_its_runs(store_url):
     with open_store(store_url) as store:
         assert store.schema_version() == 1
         store.record(make_run(1.0))
-        assert store.schema_version() == 2
+        assert store.schema_version() == schema.SCHEMA_VERSION
         old, new = store.runs()
         assert old.run_uuid == "old" and old.options_key == schema.options_key({"clock": "cpu"})
         assert new.options_key == schema.options_key({"interval_s": 0.01})
@@ -254,3 +254,14 @@ def test_both_backends_implement_the_interface():
 
     assert issubclass(SqliteStore, HistoryStore) and issubclass(PostgresStore, HistoryStore)
     assert not SqliteStore.__abstractmethods__ and not PostgresStore.__abstractmethods__
+
+
+def test_a_runs_code_map_is_stored_and_the_newest_is_read_back(store_url):
+    from dataclasses import replace
+
+    with open_store(store_url) as store:
+        assert store.latest_code_map() is None
+        store.record(replace(make_run(1.0), code_map='{"map": 1}'))
+        store.record(make_run(2.0))  # a run without a map leaves the newest map as it was
+        store.record(replace(make_run(3.0), code_map='{"map": 3}'))
+        assert store.latest_code_map() == '{"map": 3}'

@@ -1,0 +1,284 @@
+"""Test selection by code map (pytest_scalene/selection/, docs/selection.md): a profiled run
+records which code each test ran; a change re-measures the tests it affects and only those.
+
+Each case records the map through pytest (a baseline save, the cheapest profiled run that
+stores one), edits one thing, and asks the selection rule which tests it would measure; two
+end-to-end runs check that the gates act on it (instruction counts, A/B)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_scalene.selection.code_map import FILE_NAME, load
+from pytest_scalene.selection.decide import why_measured, working_tree
+
+SHAPES = '''
+"""Shapes."""
+SCALE = 2
+
+
+class Shape:
+    def describe(self):
+        return f"{type(self).__name__} {self.area()}"
+
+
+class Square(Shape):
+    def area(self):
+        return 4 * SCALE
+
+
+class Circle(Shape):
+    def area(self):
+        return 3
+
+
+def by_key(value):
+    return -value
+
+
+def ordered(values):
+    return sorted(values, key=by_key)  # by_key runs only as a callback from C
+
+
+def never_run():
+    return "untouched"
+'''
+CONFTEST = """
+import pytest
+
+LEVEL = 1
+
+
+@pytest.fixture(scope="session")
+def numbers():
+    return [3, 1, 2]
+"""
+TESTS = """
+import shapes
+
+
+def test_square():
+    assert shapes.Square().describe().startswith("Square")
+
+
+def test_circle():
+    assert shapes.Circle().describe() == "Circle 3"
+
+
+def test_ordered(numbers):
+    assert shapes.ordered(numbers) == [3, 2, 1]
+
+
+def test_count(numbers):  # the session fixture ran for test_ordered, before this test
+    assert len(numbers) == 3
+
+
+def test_plain():
+    assert sum([1, 2]) == 3
+
+
+def test_table():
+    import tabulate
+
+    assert "1" in tabulate.tabulate([[1]])
+"""
+ALL = {"test_square", "test_circle", "test_ordered", "test_count", "test_plain", "test_table"}
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester) -> Path:
+    pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    result = pytester.runpytest_subprocess("--profile-save-baseline", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(ALL))
+    assert (pytester.path / "baselines" / FILE_NAME).is_file()
+    return pytester.path
+
+
+def measured(root: Path) -> dict[str, str]:
+    """Test name -> why, for each test the rule would measure now."""
+    code_map = load(root / "baselines" / FILE_NAME)
+    assert code_map is not None
+    tree = working_tree(root)
+    found = {}
+    for name in sorted(ALL):
+        why = why_measured(code_map, f"test_shapes.py::{name}", [tree])
+        if why is not None:
+            found[name] = why
+    return found
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_unchanged_code_measures_nothing(recorded: Path) -> None:
+    assert measured(recorded) == {}
+
+
+def test_docs_and_unrun_code_measure_nothing(recorded: Path) -> None:
+    edit(recorded / "shapes.py", '"""Shapes."""', '"""Shapes, documented at length."""\n\n')
+    edit(recorded / "shapes.py", 'return "untouched"', 'return "touched"')
+    (recorded / "README.md").write_text("docs only\n")
+    assert measured(recorded) == {}
+
+
+def test_a_callback_reached_from_c(recorded: Path) -> None:
+    edit(recorded / "shapes.py", "return -value", "return -value * 1")
+    assert set(measured(recorded)) == {"test_ordered"}
+    assert "by_key" in measured(recorded)["test_ordered"]
+
+
+def test_a_method_overridden_in_a_subclass(recorded: Path) -> None:
+    edit(recorded / "shapes.py", "return 3\n", "return int(3)\n")  # Circle.area
+    assert set(measured(recorded)) == {"test_circle"}
+    assert "Circle.area" in measured(recorded)["test_circle"]
+
+
+def test_a_module_constant_read_by_unchanged_code(recorded: Path) -> None:
+    edit(recorded / "shapes.py", "SCALE = 2", "SCALE = 3")
+    assert set(measured(recorded)) == {"test_square", "test_circle", "test_ordered"}
+    # test_count ran only its own file's code and the fixture: SCALE is not its input
+
+
+def test_a_changed_fixture(recorded: Path) -> None:
+    edit(recorded / "conftest.py", "return [3, 1, 2]", "return [2, 3, 1]")
+    assert set(measured(recorded)) == {"test_ordered", "test_count"}
+
+
+def test_a_changed_conftest(recorded: Path) -> None:
+    edit(recorded / "conftest.py", "LEVEL = 1", "LEVEL = 2")
+    assert set(measured(recorded)) == ALL
+
+
+def test_a_changed_dependency_version(recorded: Path) -> None:
+    path = recorded / "baselines" / FILE_NAME
+    data = json.loads(path.read_text())
+    assert "tabulate" in data["distributions"]  # only test_table ran its code
+    data["distributions"]["tabulate"] = "0.0.1"  # as if recorded with another version
+    path.write_text(json.dumps(data))
+    found = measured(recorded)
+    assert set(found) == {"test_table"}
+    assert "tabulate changed: 0.0.1 when recorded" in found["test_table"]
+
+
+def test_the_map_is_byte_identical_when_nothing_changed(
+    recorded: Path, pytester: pytest.Pytester
+) -> None:
+    path = recorded / "baselines" / FILE_NAME
+    before = path.read_bytes()
+    result = pytester.runpytest_subprocess("--profile-save-baseline", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(ALL))
+    assert path.read_bytes() == before
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (Debian's package)")
+def test_the_instruction_gate_measures_only_changed_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    gate = ("--profile-measure=instructions", "-p", "no:cacheprovider")
+    everything = len(ALL)
+    result = pytester.runpytest_subprocess(*gate, "--profile-save-baseline")
+    result.assert_outcomes(passed=everything)
+    edit(pytester.path / "shapes.py", "return 3\n", "return int(3)\n")
+    out = pytester.path / "profile.json"
+    compare = (*gate, "--profile-compare", f"--profile-json={out}")
+    result = pytester.runpytest_subprocess(*compare)
+    result.assert_outcomes(passed=everything)
+    report = json.loads(out.read_text())
+    assert list(report["selection"]["measured"]) == ["test_shapes.py::test_circle"]
+    assert len(report["selection"]["unchanged"]) == everything - 1
+    assert set(report["tests"]) == {"test_shapes.py::test_circle"}  # counted and profiled
+    assert report["tests"]["test_shapes.py::test_circle"]["instructions"] > 0
+    result.stdout.fnmatch_lines([f"*{everything - 1} test(s) unchanged since the code map*"])
+    # A missing or unreadable map measures every test, and says why.
+    path = pytester.path / "baselines" / FILE_NAME
+    for damage, said in (("corrupt", "is not JSON"), ("missing", "no code map at")):
+        if damage == "missing":
+            path.unlink()
+        else:
+            path.write_text('{"format": "pytest-scalene code map", "version": 1, "tests": [')
+        result = pytester.runpytest_subprocess(*compare)
+        result.assert_outcomes(passed=everything)
+        selection = json.loads(out.read_text())["selection"]
+        assert len(selection["measured"]) == everything and selection["unchanged"] == []
+        assert said in selection["note"]
+        result.stdout.fnmatch_lines([f"*{said}*every test is measured*"])
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_ab_gate_compares_only_changed_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+
+    def git(*args: str) -> None:
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=pytester.path,
+            check=True,
+            capture_output=True,
+        )
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "base")  # no code map stored: the first run records one at REF
+    edit(pytester.path / "shapes.py", "return 4 * SCALE", "return 2 * SCALE * 2")
+    git("commit", "-qam", "square")
+    out = pytester.path / "profile.json"
+    ab = ("--profile-compare-ref=HEAD~1", f"--profile-json={out}", "-p", "no:cacheprovider")
+    for first in (True, False):
+        result = pytester.runpytest_subprocess(*ab)
+        result.assert_outcomes(passed=len(ALL))
+        result.stdout.fnmatch_lines(["*comparing 1 test(s) with HEAD~1*"])
+        selection = json.loads(out.read_text())["selection"]
+        assert set(selection["measured"]) == {"test_shapes.py::test_square"}
+        why = selection["measured"]["test_shapes.py::test_square"]
+        assert "Square.area changed in" in why
+        assert (selection["note"] or "").startswith("the code map was recorded at HEAD~1") == first
+        assert (pytester.path / "baselines" / FILE_NAME).is_file()  # stored for the next run
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_with_no_map_file_the_historys_newest_map_decides(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    history = f"--profile-history={pytester.path / 'history.db'}"
+    result = pytester.runpytest_subprocess("--profile", history, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(ALL))
+    assert not (pytester.path / "baselines").exists()  # only the history has the map
+    for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "base")):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=pytester.path,
+            check=True,
+            capture_output=True,
+        )
+    edit(pytester.path / "shapes.py", "return 3\n", "return int(3)\n")  # Circle.area
+    out = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess(
+        "--profile-compare-ref=HEAD", history, f"--profile-json={out}", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=len(ALL))
+    selection = json.loads(out.read_text())["selection"]
+    assert set(selection["measured"]) == {"test_shapes.py::test_circle"}
+    assert "the code map of the history's newest run decides" in selection["note"]
+
+
+def test_xdist_workers_maps_reach_the_stored_one(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    result = pytester.runpytest_subprocess(
+        "--profile-save-baseline", "-n", "2", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=len(ALL))
+    assert measured(pytester.path) == {}  # every test has its entry, from either worker
+    edit(pytester.path / "shapes.py", "return -value", "return -value * 1")
+    assert set(measured(pytester.path)) == {"test_ordered"}
