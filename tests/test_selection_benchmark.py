@@ -121,11 +121,18 @@ def test_caught_and_named_count_only_failing_verdicts() -> None:
     }
     hot = {"t::hot_named", "t::hot_other", "t::hot_passed"}
     found = bench.judge(tests, hot, "PrecededBy.parseImpl")
-    assert found == {
-        "failures": ["t::cold", "t::hot_named", "t::hot_other"],
-        "caught": ["t::hot_named", "t::hot_other"],
-        "named": ["t::hot_named"],
-    }
+    assert found["failures"] == ["t::cold", "t::hot_named", "t::hot_other"]
+    assert found["caught"] == ["t::hot_named", "t::hot_other"]
+    assert found["named"] == ["t::hot_named"]
+    assert found["messages"]["t::hot_other"] == "in Other.parseImpl"
+
+
+def test_outcomes_differ_from_plain_only_by_the_verdicts_failures() -> None:
+    plain = {"counts": {"passed": 10, "skipped": 2}}
+    gated = {"counts": {"passed": 8, "failed": 2, "skipped": 2}, "failures": ["t::a", "t::b"]}
+    assert bench.outcomes_as_plain(gated, plain)
+    broken = {"counts": {"passed": 8, "failed": 2, "skipped": 2}, "failures": ["t::a"]}
+    assert not bench.outcomes_as_plain(broken, plain)  # one test failed by itself
 
 
 def _row(wall: float, rc: int = 0, measured: int = 0, passed: int = 10) -> dict[str, Any]:
