@@ -11,6 +11,9 @@ namespace py = pybind11;
 
 extern "C" int pytest_scalene_walk_frames(PyThreadState* tstate, uint64_t* codes, int32_t* lines,
                                           int max);
+extern "C" const char* pytest_scalene_code_seen_problem(void);
+extern "C" int pytest_scalene_code_seen_start(void);
+extern "C" PyObject* pytest_scalene_code_seen_stop(void);
 
 namespace {
 
@@ -180,4 +183,23 @@ PYBIND11_MODULE(_native, m) {
         "uninstall_python_hooks as many times.");
   m.def("uninstall_python_hooks", &uninstall_python_hooks,
         "Unwrap them; False when another allocator sits on top (ours stays as a pass-through).");
+  m.def("code_seen_problem",
+        []() -> py::object {
+          const char* problem = pytest_scalene_code_seen_problem();
+          return problem ? py::object(py::str(problem)) : py::object(py::none());
+        },
+        "Why the code recorder cannot run in this process (Python <= 3.11), or None.");
+  m.def("code_seen_start",
+        []() {
+          if (pytest_scalene_code_seen_start() < 0) throw std::bad_alloc();
+        },
+        "Install the frame-evaluation hook that records each code object run; a no-op when "
+        "code_seen_problem() is not None.");
+  m.def("code_seen_stop",
+        []() {
+          PyObject* seen = pytest_scalene_code_seen_stop();
+          if (seen == nullptr) throw py::error_already_set();
+          return py::reinterpret_steal<py::list>(seen);
+        },
+        "Uninstall the hook; the code objects run since code_seen_start, each once.");
 }

@@ -166,7 +166,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if run is None:
         return
     setup = run.ab.setup if run.ab is not None else None
-    run.selection.decide(session.items, setup)  # unchanged tests: not measured below
+    run.selection.after_collection(session.items, setup)  # unchanged: not measured below
     if run.ab is not None:
         run.ab.after_collection(session)  # A/B runs against the git ref
     run.instructions.after_collection(session, run.gates)  # instruction counts, valgrind

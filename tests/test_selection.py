@@ -282,3 +282,14 @@ def test_xdist_workers_maps_reach_the_stored_one(pytester: pytest.Pytester) -> N
     assert measured(pytester.path) == {}  # every test has its entry, from either worker
     edit(pytester.path / "shapes.py", "return -value", "return -value * 1")
     assert set(measured(pytester.path)) == {"test_ordered"}
+
+
+def test_a_run_records_only_the_tests_whose_stored_entry_no_longer_holds(
+    recorded: Path, pytester: pytest.Pytester
+) -> None:
+    edit(recorded / "shapes.py", "return 3\n", "return int(3)\n")  # Circle.area
+    assert set(measured(recorded)) == {"test_circle"}
+    result = pytester.runpytest_subprocess("--profile-save-baseline", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(ALL))
+    result.stdout.fnmatch_lines(["*code-map.json: 1 test(s) recorded, 5 unchanged since*"])
+    assert measured(recorded) == {}  # the re-recorded entry has the new digest, the rest held

@@ -14,13 +14,14 @@ controller (pairs.py) over two pipes, one JSON object a line:
 A command that raises is answered {"failed": "Error: text (at file:line function <- ...)",
 "traceback": TEXT} and the worker goes on serving; the controller raises WorkerError with it.
 
-"run" collects garbage, then calls the set-up test's function K times (`item.runtest()`, the
-fixture values of the setup) and replies with the process CPU time they took and, per function
-of the tree, the sampled CPU time of that run and the samples it rests on, twice: "functions"
-its self time (the samples whose innermost frame in the tree is the function's) and
-"inclusive" (the samples with the function anywhere on the thread's stack, each sample once
-per function however deep it recurses: its time as timeit would show it). Meanwhile a timer
-samples the line being run in the tree's own files, pooled per test until "lines".
+"run" collects garbage, then runs the set-up test's call phase K times (pytest's
+`pytest_runtest_call` hooks, the fixture values of the setup) and replies with the process CPU
+time they took and, per function of the tree, the sampled CPU time of that run and the samples
+it rests on, twice: "functions" its self time (the samples whose innermost frame in the tree is
+the function's) and "inclusive" (the samples with the function anywhere on the thread's stack,
+each sample once per function however deep it recurses: its time as timeit would show it).
+Meanwhile a timer samples the line being run in the tree's own files, pooled per test until
+"lines".
 
 The timer is a POSIX timer on the monotonic clock delivering SIGPROF every 0.5 ms (ctypes
 timer_create): ITIMER_PROF, a CPU-time timer, fires at most at the kernel's tick rate (250 per
@@ -399,7 +400,11 @@ class Worker:
         started = time.process_time()
         try:
             for _ in range(inner):
-                item.runtest()
+                # Through the call phase's hooks, as pytest runs it: the logging and capture
+                # plugins' wrappers are what caplog, capsys and capfd read (item.runtest()
+                # alone left their tests failing on both sides: never judged).
+                item.ihook.pytest_runtest_call(item=item)
+                item._report_sections.clear()  # their captured output, K times per run
         except pytest.skip.Exception as exc:
             outcome, error = "skipped", _error(exc)
         except (Exception, pytest.fail.Exception) as exc:  # failed: reported, never judged

@@ -14,14 +14,13 @@ from ..ab.session import Setup
 from ..config.history_options import HistoryOptions
 from ..config.options import GateOptions
 from ..gates.budgets import MARKER
-from ..history.connect import open_store
-from ..history.store import HistoryError
 from ..sampling.code_seen import CodeSeen
 from ..sampling.profiler import Profiler
 from .code_map import FILE_NAME, CodeMap, CodeMapError, load, save
 from .decide import git_tree, why_measured, working_tree
 from .prepass import RECORD_ENV, record_at_ref
 from .recording import Recorder, recording_wanted
+from .stored import StoredMap
 
 WORKER_OUTPUT_KEY = "pytest_scalene_code_map"  # an xdist worker's map, in its workeroutput
 
@@ -33,6 +32,8 @@ class Selection:
         self.options = options
         self.rootdir = Path(config.rootpath)
         self.path = options.baseline_dir / FILE_NAME
+        history_url = HistoryOptions.from_config(config).url
+        self.stored = StoredMap(self.path, history_url)
         self.active = (
             options.select == "changed"
             and not options.save_baseline  # a baseline needs every test measured
@@ -42,11 +43,15 @@ class Selection:
         self.notes: list[str] = []
         self.measured: dict[str, str] = {}  # nodeid -> why
         self.unchanged: list[str] = []
+        self.fresh: set[str] = set()  # tests whose stored map entry holds: not recorded again
         self._received: list[CodeMap] = []  # xdist workers' maps
         self._prepass: CodeMap | None = None  # recorded at REF when none was stored
         # The pre-pass session at REF (prepass.py): record every test, write the map there.
         self.record_to = os.environ.pop(RECORD_ENV, None)
-        if (profiler.options.enabled or self.record_to) and recording_wanted():
+        # Only a run that stores the map records it.
+        storing = options.save_baseline or options.compare_ref or history_url
+        wanted = profiler.options.enabled and storing or self.record_to
+        if wanted and recording_wanted():
             seen = CodeSeen()
             if seen.problem is None:
                 self.recorder = Recorder(str(config.rootpath), seen)
@@ -54,16 +59,34 @@ class Selection:
                 self.notes.append(f"code map not recorded: {seen.problem}")
 
     # -- before the tests ------------------------------------------------------------------------
-    def decide(self, items: list[pytest.Item], ab: Setup | None) -> None:
-        """`ab`: the A/B comparison's setup (REF's tree decides too)."""
-        if not self.active:
-            return
+    def after_collection(self, items: list[pytest.Item], ab: Setup | None) -> None:
+        """Which tests to record (those whose stored entry no longer holds) and, for the costly
+        gates, which to measure. `ab`: the A/B comparison's setup (REF's tree decides too)."""
         wanted = [item for item in items if self.profiler.wants(item)]
-        code_map = self._stored(ab is not None and bool(wanted))
-        if code_map is None and ab is not None and wanted:
+        if self.recorder is not None and not self.record_to:
+            stored, tree = self.stored.get(), working_tree(self.rootdir)
+            if stored is not None:
+                self.fresh = {
+                    i.nodeid for i in wanted if not why_measured(stored, i.nodeid, [tree])
+                }
+        if self.active:
+            self._decide(wanted, ab)
+
+    def _decide(self, wanted: list[pytest.Item], ab: Setup | None) -> None:
+        code_map = self.stored.get()
+        if self.stored.problem is not None:
+            self.notes.append(f"{self.stored.problem}: every test is measured")
+        elif code_map is None and ab is not None and wanted:
             code_map, problem = record_at_ref(ab, [item.nodeid for item in wanted])
             self._prepass = code_map
             self.notes.append(problem or f"the code map was recorded at {ab.ref} first")
+        elif code_map is None:
+            self.notes.append(
+                f"no code map at {self.path}: every test is measured (a run that saves "
+                "baselines, or an A/B run, stores one)"
+            )
+        elif not self.stored.source.endswith(FILE_NAME):
+            self.notes.append(f"the code map of {self.stored.source} decides")
         if code_map is None:
             self.measured = {item.nodeid: "no code map" for item in wanted}
             self.profiler.session.selection = self.to_dict()
@@ -83,38 +106,6 @@ class Selection:
         self.profiler.not_measured.update(self.unchanged)
         self.profiler.session.selection = self.to_dict()
 
-    def _stored(self, record_at_ref: bool) -> CodeMap | None:
-        """The stored map; `record_at_ref`: when there is none, the A/B pre-pass makes one."""
-        try:
-            found = load(self.path)
-        except CodeMapError as exc:
-            self.notes.append(f"{exc}: every test is measured")
-            return None
-        if found is None:
-            found = self._from_history()
-        if found is None and not record_at_ref:
-            self.notes.append(
-                f"no code map at {self.path}: every test is measured (a run that saves "
-                "baselines, or an A/B run, stores one)"
-            )
-        return found
-
-    def _from_history(self) -> CodeMap | None:
-        """With --profile-history and no map file: the history's newest run's map."""
-        url = HistoryOptions.from_config(self.config).url
-        if not url:
-            return None
-        try:
-            with open_store(url) as store:
-                text = store.latest_code_map()
-            found = None if text is None else CodeMap.from_json(text, "the history's map")
-        except (HistoryError, CodeMapError) as exc:
-            self.notes.append(f"the history's code map could not be read: {exc}")
-            return None
-        if found is not None:
-            self.notes.append("the code map of the history's newest run decides")
-        return found
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "measured": dict(sorted(self.measured.items())),
@@ -126,7 +117,9 @@ class Selection:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
         recorder = self.recorder
-        if recorder is None or not (self.record_to or self.profiler.wants(item)):
+        if recorder is None or item.nodeid in self.fresh:
+            return (yield)
+        if not (self.record_to or self.profiler.wants(item)):
             return (yield)
         recorder.start()
         try:
@@ -140,35 +133,33 @@ class Selection:
 
     # -- the end ---------------------------------------------------------------------------------
     def recorded(self) -> CodeMap | None:
+        """This run's maps joined with the stored one (entries of tests it did not record are
+        kept while they hold): what is stored beside the baselines and in the history."""
         maps = [self._prepass] if self._prepass is not None else []
         maps += [self.recorder.code_map()] if self.recorder and self.recorder.tests else []
         maps += self._received
         if not maps:
             return None
-        merged = maps[0]
-        for other in maps[1:]:
+        stored = None if self.record_to else self.stored.get()
+        merged = stored if stored is not None else maps.pop(0)
+        for other in maps:
             merged = merged.merged(other)
         return merged
 
     def save(self) -> None:
         """After a baseline save or an A/B run: this run's maps join the stored one."""
+        found = self.recorded()
+        if found is None:
+            return
         if self.record_to:
-            found = self.recorded()
-            if found is not None:
-                save(Path(self.record_to), found)
-            return
-        if not (self.options.save_baseline or self.options.compare_ref):
-            return
-        new = self.recorded()
-        if new is None:
-            return
-        try:
-            old = load(self.path)
-        except CodeMapError:
-            old = None  # replaced: the decision already said it could not be read
-        merged = new if old is None else old.merged(new)
-        if old is None or merged.to_json() != old.to_json():
-            save(self.path, merged)
+            save(Path(self.record_to), found)
+        elif self.options.save_baseline or self.options.compare_ref:
+            try:
+                old = load(self.path)
+            except CodeMapError:
+                old = None  # replaced: the decision already said it could not be read
+            if old is None or found.to_json() != old.to_json():
+                save(self.path, found)
 
     def send(self, config: pytest.Config) -> None:
         """On an xdist worker: its map goes to the controller."""
@@ -190,9 +181,16 @@ class Selection:
         ]
 
     def summary(self) -> list[str]:
+        lines = []
+        storing = self.options.save_baseline or self.options.compare_ref
+        if self.recorder is not None and storing and not self.record_to:
+            lines.append(
+                f"code map {self.path}: {len(self.recorder.tests)} test(s) recorded, "
+                f"{len(self.fresh)} unchanged since it was stored"
+            )
         if not self.active:
-            return []
-        lines = list(self.notes)
+            return lines
+        lines += self.notes
         if self.unchanged or self.measured:
             lines.append(
                 f"{len(self.unchanged)} test(s) unchanged since the code map were not measured; "
