@@ -27,6 +27,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -195,6 +196,7 @@ def gated_run(directory: Path, gate: Any, args: tuple[str, ...], timeout_s: floa
 def summarize(run: Any, hot: set[str], called: set[str], qualname: str) -> dict[str, Any]:
     """What the table needs from one run (plain runs have no report)."""
     row: dict[str, Any] = {"wall_s": run.wall_s, "cpu_s": run.cpu_s, "rc": run.rc}
+    row["load_1m"] = os.getloadavg()[0]  # the machine's other work, at the run's end
     row["counts"] = gates.real_suites.parse_counts(run.output)
     report = getattr(run, "report", None)
     if report is None:
@@ -299,8 +301,8 @@ def table(results: dict[str, Any]) -> str:
     rows = [
         "| case | gate | runs | wall s (x plain) | CPU s (x plain) | tests measured (calling "
         "the function) | tests failed | caught / named / tests >= 20% | outcomes as plain | "
-        "exit status |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "exit status | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     hot = len(results["facts"]["hot"])
     for case, found in results["cases"].items():
@@ -333,6 +335,8 @@ def table(results: dict[str, Any]) -> str:
                     "yes" if all(same) else f"**no** in {same.count(False)} run(s)",
                 ]
             cells.append(_per_run([r["rc"] for r in runs]))
+            loads = [r["load_1m"] for r in runs if "load_1m" in r]
+            cells.append(f"{statistics.median(loads):.1f}" if loads else "n/a")
             rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 

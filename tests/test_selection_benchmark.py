@@ -136,7 +136,7 @@ def test_outcomes_differ_from_plain_only_by_the_verdicts_failures() -> None:
 
 
 def _row(wall: float, rc: int = 0, measured: int = 0, passed: int = 10) -> dict[str, Any]:
-    row: dict[str, Any] = {"wall_s": wall, "cpu_s": wall / 2, "rc": rc}
+    row: dict[str, Any] = {"wall_s": wall, "cpu_s": wall / 2, "rc": rc, "load_1m": wall**2 / 75}
     row["counts"] = {"passed": passed}
     row["selection"] = {"measured": {f"t::{i}": "x" for i in range(measured)}}
     row["measured_calling"] = [f"t::{i}" for i in range(min(measured, 1))]
@@ -159,6 +159,7 @@ def test_the_table_has_medians_ratios_and_per_run_disagreements() -> None:
     ab = next(r for r in text.splitlines() if r.startswith("| slow-1.2 | ab |"))
     assert "| 15.0 (1.36x) |" in ab  # median 15.0 over plain's median 11.0
     assert "| 6 (1), 6 (1), 7 (1) |" in ab and "| 1 / 0 / 2 |" in ab
+    assert ab.endswith("| 3.0 |")  # the median load at the runs' ends (mean: 3.1)
     instructions = next(r for r in text.splitlines() if "| instructions |" in r)
     assert "**no** in 1 run(s)" in instructions and "| 0, 7, 0 |" in instructions
 
