@@ -61,28 +61,59 @@ def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def test_the_slowdown_edits_the_function_only_and_runs(on_path: Path) -> None:
     tmp_path = on_path
     gate = _suite(tmp_path)
-    line = bench.inject_slowdown(tmp_path, gate, 1.2)
+    line = bench.inject_slowdown(tmp_path, gate, 5000)
     before, edited = SOURCE.splitlines(), (tmp_path / "pkg.py").read_text().splitlines()
     # Every line outside the function's body is as it was: the module's top level is unchanged,
     # so only the tests that run the function see a change.
     assert edited[:7] == before[:7] and edited[-4:] == before[-4:]
-    assert "_pss_iterations" in edited[line - 1]
+    assert "range(_pss._pss_iterations)" in edited[line - 1]
     module = _load(tmp_path, "pkg_slow")
     assert module.Parser().parse(20) == sum(i * i for i in range(21))
-    assert not hasattr(module, "_pss_on")  # the state is in the helper module
     helper = (tmp_path / f"{bench.HELPER}.py").read_text()
-    assert "_pss_depth" in helper and "def _pss_iterations" in helper
+    assert "_pss_iterations = 5000" in helper  # the count, fixed: the same instructions each run
 
 
-def test_the_spin_runs_once_per_outermost_call(on_path: Path) -> None:
-    bench.inject_slowdown(on_path, _suite(on_path), 1.5)
+class _Counted:
+    """An iteration count that records each loop it starts."""
+
+    def __init__(self) -> None:
+        self.loops = 0
+
+    def __index__(self) -> int:
+        self.loops += 1
+        return 0
+
+
+def test_the_loop_runs_once_per_outermost_call(on_path: Path) -> None:
+    bench.inject_slowdown(on_path, _suite(on_path), 10)
     module = _load(on_path, "pkg_spin")
     helper = importlib.import_module(bench.HELPER)
-    asked: list[float] = []
-    helper._pss_iterations = lambda seconds: asked.append(seconds) or 0
+    helper._pss_iterations = counted = _Counted()
     module.Parser().parse(10)
-    assert len(asked) == 1 and asked[0] >= 0  # the recursion's inner calls spin not
+    assert counted.loops == 1  # the recursion's inner calls loop not
     assert helper._pss_depth == [0]
+    module.Parser().parse(3)
+    assert counted.loops == 2
+
+
+def test_the_factor_is_the_odds_ratio_of_the_shares() -> None:
+    # Half the test in the function, whose time then grows by 20%: 1.2 / 2.2 of the test.
+    assert bench.factor_from_shares(0.5, 1.2 / 2.2) == pytest.approx(1.2)
+    assert bench.factor_from_shares(0.25, 0.25) == pytest.approx(1.0)
+
+
+def test_the_calibration_scales_the_count_to_the_factor() -> None:
+    read: list[int] = []
+
+    def measure(iterations: int) -> float:  # a loop of 1e-5 of the function per iteration
+        read.append(iterations)
+        return 1 + iterations * 1e-5
+
+    iterations, factor = bench.calibrate(measure, 1.2, start=100)
+    assert iterations == 20_000 and factor == pytest.approx(1.2)
+    assert read == [100, 1000, 10_000, 20_000]  # 100 and 1000 read under +2%: too little
+    with pytest.raises(RuntimeError, match="no slowdown"):
+        bench.calibrate(lambda n: 1.0, 1.2, tries=2)
 
 
 def test_the_dead_function_edit_adds_one_statement(tmp_path: Path) -> None:
