@@ -104,7 +104,7 @@ def inject_slowdown(directory: Path, gate: Any, iterations: int) -> int:
     ]
     lines[start:end] = [indent + x for x in spin] + body + [indent + x for x in after]
     path.write_text("".join(lines), encoding="utf-8")
-    return start + len(spin) + len(body) + len(after) - 1
+    return start + len(spin) + len(body) + len(after) - 2
 
 
 def factor_from_shares(before: float, after: float) -> float:
@@ -138,13 +138,19 @@ def slowdown_factor(
 
 def calibrate(measure: Any, target: float, start: int = 1000, tries: int = 4) -> tuple[int, float]:
     """The loop's iterations for a `target` factor, `measure(iterations)` reading the factor:
-    scaled from one reading (the loop's cost is linear in its count), then read again."""
+    scaled from a first reading that shows a slowdown, then one secant step from the two
+    readings (the call's own cost of the edit, the import and the try, is not zero)."""
     iterations = start
     for _ in range(tries):
         factor = measure(iterations)
         if factor > 1.02:
-            iterations = max(1, round(iterations * (target - 1) / (factor - 1)))
-            return iterations, measure(iterations)
+            scaled = max(1, round(iterations * (target - 1) / (factor - 1)))
+            second = measure(scaled)
+            if abs(second - factor) < 1e-3 or scaled == iterations:
+                return scaled, second
+            slope = (factor - second) / (iterations - scaled)
+            final = max(1, round(scaled + (target - second) / slope))
+            return final, measure(final)
         iterations *= 10
     raise RuntimeError(f"{iterations // 10} iterations read {factor:.3f}x: no slowdown to scale")
 

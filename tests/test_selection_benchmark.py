@@ -105,13 +105,26 @@ def test_the_factor_is_the_odds_ratio_of_the_shares() -> None:
 def test_the_calibration_scales_the_count_to_the_factor() -> None:
     read: list[int] = []
 
-    def measure(iterations: int) -> float:  # a loop of 1e-5 of the function per iteration
-        read.append(iterations)
-        return 1 + iterations * 1e-5
+    def measure(iterations: int) -> float:  # the edit costs 3% of the function, each iteration
+        read.append(iterations)  # 1e-5 more
+        return 1.03 + iterations * 1e-5
 
     iterations, factor = bench.calibrate(measure, 1.2, start=100)
-    assert iterations == 20_000 and factor == pytest.approx(1.2)
-    assert read == [100, 1000, 10_000, 20_000]  # 100 and 1000 read under +2%: too little
+    assert iterations == 17_000 and factor == pytest.approx(1.2)
+    # 100 reads 1.031x: scaled to 645 as if the edit cost nothing (1.036x), then the secant
+    # through both readings.
+    assert read == [100, 645, 17_000]
+
+
+def test_the_calibration_grows_a_count_too_small_to_read() -> None:
+    read: list[int] = []
+
+    def measure(iterations: int) -> float:
+        read.append(iterations)
+        return 1 + iterations * 1e-6
+
+    assert bench.calibrate(measure, 1.2, start=100) == (200_000, pytest.approx(1.2))
+    assert read[:4] == [100, 1000, 10_000, 100_000]  # under +2% until 100,000
     with pytest.raises(RuntimeError, match="no slowdown"):
         bench.calibrate(lambda n: 1.0, 1.2, tries=2)
 
