@@ -104,7 +104,7 @@ def inject_slowdown(directory: Path, gate: Any, iterations: int) -> int:
     ]
     lines[start:end] = [indent + x for x in spin] + body + [indent + x for x in after]
     path.write_text("".join(lines), encoding="utf-8")
-    return start + len(spin) + len(body) + len(after) - 2
+    return start + len(spin) + len(body) + len(after) - 1
 
 
 def factor_from_shares(before: float, after: float) -> float:
