@@ -446,7 +446,7 @@ def pytest_run(
         return run
 
 
-def shares(directory: Path, gate: GateSuite) -> dict[str, float]:
+def shares(directory: Path, gate: GateSuite, nodeids: list[str] | None = None) -> dict[str, float]:
     """Each test's share of its call's CPU time spent inside the target (inclusive)."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch, "shares.json")
@@ -455,7 +455,7 @@ def shares(directory: Path, gate: GateSuite) -> dict[str, float]:
             "PSS_FUNCTION": gate.target.function,
             "PSS_SHARES": str(out),
         }
-        pytest_run(directory, gate, (), env_extra=env, plugin=SHARE_PLUGIN)
+        pytest_run(directory, gate, (), nodeids, env_extra=env, plugin=SHARE_PLUGIN)
         return json.loads(out.read_text()) if out.exists() else {}
 
 
