@@ -40,6 +40,8 @@ class _Itimerspec(ctypes.Structure):  # interval and first expiry, each (sec, ns
     _fields_ = [(name, ctypes.c_long) for name in ("i_s", "i_ns", "v_s", "v_ns")]
 
 
+# The same read as sampling/cpu_sampler.py's _thread_cpu: this module imports nothing from the
+# package (the REF tree's worker may run beside another version of it).
 def thread_cpu_s(ident: int) -> float | None:
     """The CPU time of the thread `ident` (a key of sys._current_frames()), None once it has
     ended or when it is unknown (a thread started outside `threading`). By the clock of its
