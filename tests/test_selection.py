@@ -293,3 +293,18 @@ def test_a_run_records_only_the_tests_whose_stored_entry_no_longer_holds(
     result.assert_outcomes(passed=len(ALL))
     result.stdout.fnmatch_lines(["*code-map.json: 1 test(s) recorded, 5 unchanged since*"])
     assert measured(recorded) == {}  # the re-recorded entry has the new digest, the rest held
+
+
+def test_moving_code_changes_no_digest_and_a_changed_line_does() -> None:
+    from pytest_scalene.selection.digests import digest_source
+
+    before = digest_source(SHAPES, "shapes.py").digests
+    moved = SHAPES.replace("SCALE = 2\n", "\n\n\nSCALE = 2\n")  # every class and def moves down
+    assert digest_source(moved, "shapes.py").digests == before  # 3.13 class bodies hold a line
+    edited = digest_source(SHAPES.replace("return 3\n", "return 4\n"), "shapes.py").digests
+    assert sorted(k for k in before if before[k] != edited[k]) == [
+        "<module>",
+        "Circle",
+        "Circle.area",
+        "Circle.area@top",
+    ]

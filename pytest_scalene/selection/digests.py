@@ -61,9 +61,14 @@ def _constant(value: object, nested: dict[int, str]) -> object:
 
 
 def _digest(code: types.CodeType, nested: dict[int, str]) -> str:
+    consts = code.co_consts
+    if "__firstlineno__" in code.co_names and not code.co_flags & _FUNCTION:
+        # 3.13+ class bodies store their first line: a line number, left out like the others
+        line = code.co_firstlineno
+        consts = tuple("<line>" if type(c) is int and c == line else c for c in consts)
     shape = (
         code.co_code,
-        _constant(code.co_consts, nested),
+        _constant(consts, nested),
         code.co_names,
         code.co_varnames,
         code.co_freevars,
