@@ -24,9 +24,10 @@ class Tree:
     """One version of the code: a name for messages and a way to read its files, digested
     once each."""
 
-    def __init__(self, name: str, read: Reader) -> None:
+    def __init__(self, name: str, read: Reader, close: Callable[[], None] = lambda: None) -> None:
         self.name = name
         self.read = read
+        self.close = close  # what reading holds open (git cat-file)
         self._digests: dict[str, FileDigests | None] = {}
 
     def digests(self, key: str) -> FileDigests | None:
@@ -77,7 +78,14 @@ def git_tree(repository: Path, rootdir: Path, commit: str, name: str) -> Tree:
         data = process.stdout.read(int(header[2]) + 1)[:-1]  # the blob, then a newline
         return data
 
-    return Tree(name, read)
+    def close() -> None:
+        if process is not None:
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.close()
+            process.stdout.close()
+            process.wait()
+
+    return Tree(name, read, close)
 
 
 def why_measured(code_map: CodeMap, nodeid: str, trees: list[Tree]) -> str | None:

@@ -95,14 +95,18 @@ class Selection:
         if ab is not None:
             name = f"{ab.ref} ({ab.commit[:12]})"
             trees.append(git_tree(ab.root, self.rootdir, ab.commit, name))
-        for item in wanted:
-            why = why_measured(code_map, item.nodeid, trees)
-            if why is None and item.get_closest_marker(MARKER) is not None:
-                why = "a perf_budget marker: always measured"
-            if why is None:
-                self.unchanged.append(item.nodeid)
-            else:
-                self.measured[item.nodeid] = why
+        try:
+            for item in wanted:
+                why = why_measured(code_map, item.nodeid, trees)
+                if why is None and item.get_closest_marker(MARKER) is not None:
+                    why = "a perf_budget marker: always measured"
+                if why is None:
+                    self.unchanged.append(item.nodeid)
+                else:
+                    self.measured[item.nodeid] = why
+        finally:
+            for tree in trees:
+                tree.close()
         self.profiler.not_measured.update(self.unchanged)
         self.profiler.session.selection = self.to_dict()
 
