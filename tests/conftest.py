@@ -24,8 +24,25 @@ def lines_of(test: dict, function: str | None = None) -> list[dict]:
     return [ln for ln in test["lines"] if function is None or ln["function"] == function]
 
 
+# Figures that add up over the code objects sharing a line; the others are levels (the highest).
+ADDITIVE = {"cpu_python_s", "cpu_native_s", "cpu_system_s", "alloc_mb", "copy_mb", "rss_mb"}
+
+
 def line_at(test: dict, path: Path | str, text: str) -> dict:
-    """The profiled line whose source contains `text`."""
+    """The profiled line whose source contains `text`. Before Python 3.12 a comprehension has
+    its own code object, so its line comes as two entries (the function's and `<listcomp>`'s):
+    they are combined, as the line's total (which one a sample lands in varies with timing)."""
     source = Path(path).read_text().splitlines()
     number = next(i for i, s in enumerate(source, 1) if text in s)
-    return next(ln for ln in test["lines"] if ln["line"] == number)
+    entries = [ln for ln in test["lines"] if ln["line"] == number]
+    if not entries:
+        raise LookupError(f"line {number} ({text}) not in the profile: {test['lines']}")
+    combined = dict(entries[0])
+    for entry in entries[1:]:
+        for key, value in entry.items():
+            mine = combined.get(key)
+            if isinstance(value, (int, float)) and isinstance(mine, (int, float)):
+                combined[key] = mine + value if key in ADDITIVE else max(mine, value)
+            elif mine is None:
+                combined[key] = value
+    return combined

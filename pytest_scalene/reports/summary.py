@@ -10,7 +10,7 @@ tests a repeat could not run again. Per test details (terminal_report.render) co
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.model import SessionProfile, TestProfile
@@ -39,11 +39,16 @@ class _SuiteLine:
     cpu_s: float = 0.0
     peak_mb: float = 0.0
     alloc_mb: float = 0.0
-    tests: int = 0
+    test_ids: set[str] = field(default_factory=set)
+
+    @property
+    def tests(self) -> int:
+        return len(self.test_ids)
 
 
 def _suite_lines(tests: list[TestProfile]) -> list[_SuiteLine]:
-    """Every profiled source line, its figures added up over the tests (peak: the highest)."""
+    """Every profiled source line, its figures added up over the tests (peak: the highest) and
+    over the code objects on it (a comprehension's own, before Python 3.12)."""
     found: dict[tuple[str, int], _SuiteLine] = {}
     for profile in tests:
         for key, stats in profile.lines.items():
@@ -51,7 +56,7 @@ def _suite_lines(tests: list[TestProfile]) -> list[_SuiteLine]:
             entry.cpu_s += stats.cpu_s
             entry.peak_mb = max(entry.peak_mb, _num(stats.extra.get("peak_mb")))
             entry.alloc_mb += _num(stats.extra.get("alloc_mb"))
-            entry.tests += 1
+            entry.test_ids.add(profile.nodeid)
     return list(found.values())
 
 
