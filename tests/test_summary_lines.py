@@ -19,7 +19,8 @@ def _profile(nodeid: str, *functions: str, alloc_mb: float) -> TestProfile:
 
 
 def test_a_line_with_two_code_objects_in_one_test_is_one_test(tmp_path: Path) -> None:
-    (tmp_path / "test_a.py").write_text("def test_one():\n    kept = [bytearray(1) for _ in 'ab']\n")
+    source = "def test_one():\n    kept = [bytearray(1) for _ in 'ab']\n"
+    (tmp_path / "test_a.py").write_text(source)
     one = _profile("test_a.py::test_one", "test_one", "test_one.<locals>.<listcomp>", alloc_mb=5)
     session = SessionProfile(interval_s=0.01, clock="cpu", tests={one.nodeid: one})
     text = render_summary(session, str(tmp_path))
