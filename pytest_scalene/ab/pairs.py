@@ -83,6 +83,7 @@ class WorkerProcess:
 
     serving = "its start-up"  # what it was asked last, and for which test: for the messages
     test = ""
+    quitting = False  # the quit command was sent
 
     def __init__(
         self, side: Side, files: Sequence[str], wanted: Sequence[str], args: Sequence[str]
@@ -201,9 +202,18 @@ class WorkerProcess:
             raise WorkerError(self._ended()) from None
         return self.receive(timeout_s)
 
-    def close(self) -> None:
+    def quit(self) -> None:
+        """Ask the worker to end its session (close() waits for it)."""
+        if self.quitting:
+            return
+        self.quitting = True
+        with contextlib.suppress(OSError, AttributeError):  # ends on every CPU, not the pairs'
+            os.sched_setaffinity(self.process.pid, os.sched_getaffinity(0))
         with contextlib.suppress(OSError):
             os.write(self.to_worker, b'{"cmd": "quit"}\n')
+
+    def close(self) -> None:
+        self.quit()
         try:
             self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -214,6 +224,15 @@ class WorkerProcess:
                 os.close(fd)
         self.log.close()
         self.tmp.cleanup()
+
+
+def close_all(workers: Sequence[WorkerProcess]) -> None:
+    """End the workers' sessions at once (each takes ~0.2 s to tear down and exit), then
+    wait for them."""
+    for process in workers:
+        process.quit()
+    for process in workers:
+        process.close()
 
 
 @dataclass

@@ -149,8 +149,7 @@ def run(
                 return result
 
             def restart() -> list[pairs.WorkerProcess]:
-                for process in workers:
-                    process.close()
+                pairs.close_all(workers)
                 workers[:] = _start((base, cur), nodeids, setup)
                 if not _both_sides(workers):
                     raise pairs.WorkerError("a worker did not start again")
@@ -160,8 +159,7 @@ def run(
         except pairs.WorkerError as exc:
             result.problem = str(exc)
         finally:
-            for process in workers:
-                process.close()
+            pairs.close_all(workers)
     return result
 
 
