@@ -146,6 +146,14 @@ def load(path: Path) -> CodeMap | None:
     return CodeMap.from_json(text, str(path))
 
 
-def save(path: Path, code_map: CodeMap) -> None:
+def save(path: Path, code_map: CodeMap) -> bool:
+    """Write the map, unless the file holds it already (byte for byte): whether it wrote."""
+    text = code_map.to_json()
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass  # none yet, or unreadable: replaced
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, code_map.to_json())
+    write_text_atomic(path, text)
+    return True

@@ -31,8 +31,11 @@ class Recorder:
         self.places = Places(rootdir)
         self.tests: dict[str, TestCode] = {}
         self._files: dict[str, FileDigests | None] = {}  # key -> digests as first read
-        self._codes: dict[int, tuple[types.CodeType, str, list[str], str | None]] = {}
-        self._conftests: dict[Path, list[str]] = {}  # a test's directory -> conftest keys
+        self._known: dict[int, int] = {}  # id(code) -> its index in _places
+        self._kept: list[types.CodeType] = []  # those codes: an id is never reused
+        self._places: list[tuple[str, list[str], str | None]] = []
+        self._shared: dict[str, int] = {}  # a distribution (or "": code no map checks) -> index
+        self._conftests: dict[str, list[str]] = {}  # a test's file -> its conftests' keys
 
     def start(self) -> None:
         self.seen.start()
@@ -41,35 +44,39 @@ class Recorder:
         """The end of `item`'s teardown: its map joins the session's."""
         test = TestCode()
         dists: set[str] = set()
-        known = self._codes
-        # Some 400 code objects a test, most of them pytest's: one look-up each.
-        for code in [*self.seen.stop(), *_fixture_codes(item)]:
-            entry = known.get(id(code))
-            if entry is None or entry[0] is not code:
-                entry = self._place_of(code)
-            if entry[3] is not None:
-                dists.add(entry[3])
-            elif entry[2]:
-                test.code.setdefault(entry[1], []).extend(entry[2])
-        for key in self._conftest_keys(Path(str(item.path)).parent):
+        codes = [*self.seen.stop(), *_fixture_codes(item)]
+        # Some 400 code objects a test, most of them pytest's: their places' indexes, looked
+        # up in C, come down to a few dozen (one per distribution, one per project function).
+        found = set(map(self._known.get, map(id, codes)))
+        if None in found:
+            found.discard(None)
+            found.update(self._place_of(code) for code in codes if id(code) not in self._known)
+        for index in found:
+            key, ids, dist = self._places[index]
+            if dist is not None:
+                dists.add(dist)
+            elif ids:
+                test.code.setdefault(key, []).extend(ids)
+        for key in self._conftest_keys(str(item.path)):
             test.code.setdefault(key, []).append(MODULE_TOP)
         test.code = {key: sorted(set(ids)) for key, ids in sorted(test.code.items())}
         test.distributions = sorted(dists)
         self.tests[item.nodeid] = test
 
-    def _conftest_keys(self, directory: Path) -> list[str]:
-        found = self._conftests.get(directory)
+    def _conftest_keys(self, test_file: str) -> list[str]:
+        found = self._conftests.get(test_file)
         if found is None:
-            found = self._conftests[directory] = []
-            for conftest in _conftests(directory, self.rootdir):
+            found = self._conftests[test_file] = []
+            for conftest in _conftests(Path(test_file).parent, self.rootdir):
                 key = self.places.of(str(conftest))
                 checked = key not in (STDLIB, UNCHECKED) and not key.startswith("dist:")
                 if checked and self._digests(key, str(conftest)) is not None:
                     found.append(key)
         return found
 
-    def _place_of(self, code: types.CodeType) -> tuple[types.CodeType, str, list[str], str | None]:
-        """(code, its file's key, its ids, its distribution or None), kept by id(code)."""
+    def _place_of(self, code: types.CodeType) -> int:
+        """The index in _places of the code's place: (its file's key, its ids, its
+        distribution or None); the code object is kept, so that its id stays its own."""
         place = self.places.of(code.co_filename)
         ids: list[str] = []
         dist = place[len("dist:") :] if place.startswith("dist:") else None
@@ -77,8 +84,16 @@ class Recorder:
             digests = self._digests(place, code.co_filename)
             if digests is not None:
                 ids = digests.ids_of(code) or [f"{UNMATCHED}{code.co_name}:{code.co_firstlineno}"]
-        entry = self._codes[id(code)] = (code, place, ids, dist)  # the code's id stays unique
-        return entry
+        if dist is not None or not ids:  # shared: one per distribution, one for the rest
+            index = self._shared.setdefault(dist or "", len(self._places))
+            if index == len(self._places):
+                self._places.append((place, [], dist))
+        else:
+            index = len(self._places)
+            self._places.append((place, ids, None))
+        self._kept.append(code)
+        self._known[id(code)] = index
+        return index
 
     def _digests(self, key: str, filename: str) -> FileDigests | None:
         if key not in self._files:

@@ -16,7 +16,7 @@ from ..config.options import GateOptions
 from ..gates.budgets import MARKER
 from ..sampling.code_seen import CodeSeen
 from ..sampling.profiler import Profiler
-from .code_map import FILE_NAME, CodeMap, CodeMapError, load, save
+from .code_map import FILE_NAME, CodeMap, save
 from .decide import git_tree, why_measured, working_tree
 from .prepass import RECORD_ENV, record_at_ref
 from .recording import Recorder, recording_wanted
@@ -158,12 +158,7 @@ class Selection:
         if self.record_to:
             save(Path(self.record_to), found)
         elif self.options.save_baseline or self.options.compare_ref:
-            try:
-                old = load(self.path)
-            except CodeMapError:
-                old = None  # replaced: the decision already said it could not be read
-            if old is None or found.to_json() != old.to_json():
-                save(self.path, found)
+            save(self.path, found)  # a corrupt one is replaced: the decision said so
 
     def send(self, config: pytest.Config) -> None:
         """On an xdist worker: its map goes to the controller."""
