@@ -308,3 +308,36 @@ def test_moving_code_changes_no_digest_and_a_changed_line_does() -> None:
         "Circle.area",
         "Circle.area@top",
     ]
+
+
+def test_a_file_holding_the_recorded_bytes_is_not_digested_again(recorded: Path) -> None:
+    code_map = load(recorded / "baselines" / FILE_NAME)
+    assert code_map is not None and "shapes.py" in code_map.sources
+    tree = working_tree(recorded)
+
+    def no_digests(key: str) -> None:
+        raise AssertionError(f"{key} digested, though its bytes are the recorded ones")
+
+    tree.digests = no_digests  # type: ignore[method-assign]
+    assert all(why_measured(code_map, f"test_shapes.py::{n}", [tree]) is None for n in ALL)
+    # Changed bytes are digested: a docstring edit still measures nothing, a code edit does.
+    edit(recorded / "shapes.py", '"""Shapes."""', '"""Shapes, documented."""')
+    assert measured(recorded) == {}
+    edit(recorded / "shapes.py", "return 3\n", "return 4\n")
+    assert set(measured(recorded)) == {"test_circle"}
+
+
+def test_a_merged_map_keeps_a_files_fingerprint_only_where_its_digests_share_it() -> None:
+    from pytest_scalene.selection.code_map import CodeMap, TestCode
+
+    def one(nodeid: str, ident: str, source: str) -> CodeMap:
+        test = TestCode(code={"a.py": [ident], "b.py": ["g"]})
+        files = {"a.py": {ident: f"d-{ident}-{source}"}, "b.py": {"g": "d-g"}}
+        return CodeMap("py", {}, files, {nodeid: test}, {"a.py": source, "b.py": "same"})
+
+    older = one("t1", "f", "bytes-1")
+    merged = older.merged(one("t2", "h", "bytes-2"))  # t1 kept: its digests still hold
+    assert set(merged.tests) == {"t1", "t2"}
+    # a.py's digests came from two versions of its bytes: no fingerprint stands for them all.
+    assert merged.sources == {"b.py": "same"}
+    assert older.merged(one("t2", "h", "bytes-1")).sources == {"a.py": "bytes-1", "b.py": "same"}

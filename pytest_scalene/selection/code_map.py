@@ -35,6 +35,9 @@ class CodeMap:
     distributions: dict[str, str] = field(default_factory=dict)  # name -> version
     files: dict[str, dict[str, str]] = field(default_factory=dict)  # key -> id -> digest
     tests: dict[str, TestCode] = field(default_factory=dict)
+    # key -> the fingerprint of the bytes its digests came from (digests.fingerprint), where
+    # they all came from the same bytes: a file still holding them needs no digesting.
+    sources: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {
@@ -43,6 +46,7 @@ class CodeMap:
             "python": self.python,
             "distributions": self.distributions,
             "files": self.files,
+            "sources": self.sources,
             "tests": {
                 nodeid: {
                     "code": {key: sorted(ids) for key, ids in test.code.items()},
@@ -74,6 +78,8 @@ class CodeMap:
                     _str(key): {_str(i): _str(d) for i, d in ids.items()}
                     for key, ids in data["files"].items()
                 },
+                # Absent from maps written before it: every file is digested.
+                sources={_str(k): _str(v) for k, v in data.get("sources", {}).items()},
                 tests={
                     _str(nodeid): TestCode(
                         code={_str(k): [_str(i) for i in ids] for k, ids in t["code"].items()},
@@ -113,10 +119,12 @@ class CodeMap:
         }
         tests = {**kept, **newer.tests}
         files: dict[str, dict[str, str]] = {}
+        fingerprints: dict[str, set[str | None]] = {}  # of the maps each file's digests came from
         for nodeid, test in tests.items():
             source = newer if nodeid in newer.tests else self
             for key, ids in test.code.items():
                 into = files.setdefault(key, {})
+                fingerprints.setdefault(key, set()).add(source.sources.get(key))
                 for ident in ids:
                     into[ident] = source.files.get(key, {}).get(ident, UNMATCHED)
         names = {name for test in tests.values() for name in test.distributions}
@@ -126,6 +134,11 @@ class CodeMap:
             distributions={n: versions[n] for n in sorted(names) if n in versions},
             files=files,
             tests=tests,
+            sources={
+                key: next(iter(found))
+                for key, found in sorted(fingerprints.items())
+                if len(found) == 1 and None not in found
+            },
         )
 
 

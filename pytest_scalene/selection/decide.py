@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .code_map import UNMATCHED, CodeMap
-from .digests import FileDigests, digest_source
+from .digests import FileDigests, digest_source, fingerprint
 from .places import installed_version, interpreter
 
 Reader = Callable[[str], "bytes | None"]  # a map's file key -> that file's bytes (None: absent)
@@ -29,6 +29,14 @@ class Tree:
         self.read = read
         self.close = close  # what reading holds open (git cat-file)
         self._digests: dict[str, FileDigests | None] = {}
+        self._fingerprints: dict[str, str | None] = {}
+
+    def fingerprint(self, key: str) -> str | None:
+        """The fingerprint of the file's bytes (None: absent)."""
+        if key not in self._fingerprints:
+            source = self.read(key)
+            self._fingerprints[key] = None if source is None else fingerprint(source)
+        return self._fingerprints[key]
 
     def digests(self, key: str) -> FileDigests | None:
         if key not in self._digests:
@@ -102,6 +110,9 @@ def why_measured(code_map: CodeMap, nodeid: str, trees: list[Tree]) -> str | Non
     for key, ids in test.code.items():
         recorded = code_map.files.get(key, {})
         for tree in trees:
+            recorded_bytes = code_map.sources.get(key)
+            if recorded_bytes is not None and tree.fingerprint(key) == recorded_bytes:
+                continue  # the very bytes its digests came from
             digests = tree.digests(key)
             if digests is None:
                 return f"{key} is missing or does not compile in {tree.name}"

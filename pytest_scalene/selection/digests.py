@@ -81,6 +81,12 @@ def _digest(code: types.CodeType, nested: dict[int, str]) -> str:
     return hashlib.blake2b(repr(shape).encode(), digest_size=8).hexdigest()
 
 
+def fingerprint(source: bytes) -> str:
+    """A file's bytes, summed up: equal fingerprints mean equal digests (on one interpreter),
+    so a file unchanged since the map was recorded need not be digested again."""
+    return hashlib.blake2b(source, digest_size=16).hexdigest()
+
+
 def digest_source(source: str | bytes, filename: str) -> FileDigests:
     """Every code object of a module's source with its ids and digests. Raises SyntaxError
     (and ValueError for null bytes) like compile()."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .code_map import UNMATCHED, CodeMap, TestCode
-from .digests import TOP, FileDigests, digest_source
+from .digests import TOP, FileDigests, digest_source, fingerprint
 from .places import STDLIB, UNCHECKED, Places, interpreter
 
 MODULE_TOP = "<module>" + TOP
@@ -31,6 +31,7 @@ class Recorder:
         self.places = Places(rootdir)
         self.tests: dict[str, TestCode] = {}
         self._files: dict[str, FileDigests | None] = {}  # key -> digests as first read
+        self._fingerprints: dict[str, str] = {}  # key -> of the bytes those came from
         self._known: dict[int, int] = {}  # id(code) -> its index in _places
         self._kept: list[types.CodeType] = []  # those codes: an id is never reused
         self._places: list[tuple[str, list[str], str | None]] = []
@@ -100,6 +101,7 @@ class Recorder:
             try:
                 source = Path(filename).read_bytes()
                 self._files[key] = digest_source(source, filename)
+                self._fingerprints[key] = fingerprint(source)
             except (OSError, SyntaxError, ValueError):
                 self._files[key] = None
         return self._files[key]
@@ -121,6 +123,7 @@ class Recorder:
             distributions={name: versions[name] for name in sorted(names)},
             files=files,
             tests=dict(self.tests),
+            sources={key: self._fingerprints[key] for key in files if key in self._fingerprints},
         )
 
 
