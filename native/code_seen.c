@@ -37,54 +37,106 @@
 
 #define INITIAL_CAPACITY 1024  // a power of two; most tests run fewer distinct code objects
 
-static PyObject** table = NULL;  // NULL = empty slot
-static size_t capacity = 0;
-static size_t used = 0;
-static int out_of_memory = 0;
+// An open-addressing set of code objects, holding strong references.
+typedef struct {
+  PyObject** table;  // NULL = empty slot
+  size_t capacity;
+  size_t used;
+  int out_of_memory;
+} CodeSet;
+
+static CodeSet recorded = {NULL, 0, 0, 0};  // what ran between start and stop
+// 3.12+, while keep_outside is set: code that fired outside a recording (its events are then
+// disabled until the caller re-arms them; it hands them out with take_outside()).
+static CodeSet outside = {NULL, 0, 0, 0};
+static int keep_outside = 0;
 static int active = 0;  // recording: the hook installed, or the callback keeping what it sees
 
-static size_t slot_of(PyObject* code) {
+static size_t slot_in(size_t cap, PyObject* code) {
   uint64_t h = (uint64_t)(uintptr_t)code >> 4;  // objects are 16-byte aligned
-  return (size_t)((h * 0x9E3779B97F4A7C15ull) >> 20) & (capacity - 1);
+  return (size_t)((h * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
 }
 
 static void insert_new(PyObject** into, size_t cap, PyObject* code) {
-  uint64_t h = (uint64_t)(uintptr_t)code >> 4;
-  size_t i = (size_t)((h * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+  size_t i = slot_in(cap, code);
   while (into[i] != NULL) i = (i + 1) & (cap - 1);
   into[i] = code;
 }
 
-static int grow(void) {
-  size_t bigger = capacity * 2;
-  PyObject** fresh = calloc(bigger, sizeof(PyObject*));
-  if (fresh == NULL) return 0;
-  for (size_t i = 0; i < capacity; i++) {
-    if (table[i] != NULL) insert_new(fresh, bigger, table[i]);
-  }
-  free(table);
-  table = fresh;
-  capacity = bigger;
+static int set_ready(CodeSet* set) {
+  if (set->table != NULL) return 1;
+  set->table = calloc(INITIAL_CAPACITY, sizeof(PyObject*));
+  if (set->table == NULL) return 0;
+  set->capacity = INITIAL_CAPACITY;
   return 1;
 }
 
-static inline void remember(PyObject* code) {
-  size_t i = slot_of(code);
-  while (table[i] != NULL) {
-    if (table[i] == code) return;  // the common case: seen already
-    i = (i + 1) & (capacity - 1);
+static int grow(CodeSet* set) {
+  size_t bigger = set->capacity * 2;
+  PyObject** fresh = calloc(bigger, sizeof(PyObject*));
+  if (fresh == NULL) return 0;
+  for (size_t i = 0; i < set->capacity; i++) {
+    if (set->table[i] != NULL) insert_new(fresh, bigger, set->table[i]);
   }
-  if ((used + 1) * 2 > capacity) {  // keep the load under one half: short probes
-    if (!grow()) {
-      out_of_memory = 1;
+  free(set->table);
+  set->table = fresh;
+  set->capacity = bigger;
+  return 1;
+}
+
+static inline void remember_in(CodeSet* set, PyObject* code) {
+  if (set->table == NULL && !set_ready(set)) {
+    set->out_of_memory = 1;
+    return;
+  }
+  size_t i = slot_in(set->capacity, code);
+  while (set->table[i] != NULL) {
+    if (set->table[i] == code) return;  // the common case: seen already
+    i = (i + 1) & (set->capacity - 1);
+  }
+  if ((set->used + 1) * 2 > set->capacity) {  // keep the load under one half: short probes
+    if (!grow(set)) {
+      set->out_of_memory = 1;
       return;
     }
-    insert_new(table, capacity, code);
+    insert_new(set->table, set->capacity, code);
   } else {
-    table[i] = code;
+    set->table[i] = code;
   }
   Py_INCREF(code);
-  used++;
+  set->used++;
+}
+
+static inline void remember(PyObject* code) { remember_in(&recorded, code); }
+
+static void set_clear(CodeSet* set) {
+  for (size_t i = 0; set->used > 0 && i < set->capacity; i++) {
+    if (set->table[i] != NULL) {
+      Py_DECREF(set->table[i]);
+      set->table[i] = NULL;
+      set->used--;
+    }
+  }
+  set->out_of_memory = 0;
+}
+
+// A new list of the set's code objects (its references move there), the set emptied; NULL
+// with MemoryError set when the list cannot be made (the references are then dropped).
+static PyObject* set_drain(CodeSet* set) {
+  PyObject* seen = PyList_New((Py_ssize_t)set->used);
+  size_t n = 0;
+  for (size_t i = 0; i < set->capacity; i++) {
+    if (set->table[i] == NULL) continue;
+    if (seen != NULL) {
+      PyList_SET_ITEM(seen, (Py_ssize_t)n, set->table[i]);
+    } else {
+      Py_DECREF(set->table[i]);
+    }
+    set->table[i] = NULL;
+    n++;
+  }
+  set->used = 0;
+  return seen;
 }
 
 #if defined(RECORD_WITH_HOOK) && PY_VERSION_HEX >= 0x030B0000
@@ -115,21 +167,10 @@ const char* pytest_scalene_code_seen_problem(void) {
 // Begins recording; 0 when it cannot (problem() says why; out of memory: -1).
 int pytest_scalene_code_seen_start(void) {
   if (pytest_scalene_code_seen_problem() != NULL) return 0;
-  if (table == NULL) {
-    table = calloc(INITIAL_CAPACITY, sizeof(PyObject*));
-    if (table == NULL) return -1;
-    capacity = INITIAL_CAPACITY;
-  }
+  if (!set_ready(&recorded)) return -1;
   // Forget what was seen: a frame-evaluation function reinstalled by someone else (our own
   // hook, by address) may have recorded since the last stop.
-  for (size_t i = 0; used > 0 && i < capacity; i++) {
-    if (table[i] != NULL) {
-      Py_DECREF(table[i]);
-      table[i] = NULL;
-      used--;
-    }
-  }
-  out_of_memory = 0;
+  set_clear(&recorded);
 #ifdef RECORD_WITH_HOOK
   if (!active) _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), record_frame);
 #endif
@@ -154,19 +195,9 @@ PyObject* pytest_scalene_code_seen_stop(void) {
   }
 #endif
   active = 0;
-  PyObject* seen = PyList_New((Py_ssize_t)used);
-  size_t n = 0;
-  for (size_t i = 0; i < capacity; i++) {
-    if (table[i] == NULL) continue;
-    if (seen != NULL) {
-      PyList_SET_ITEM(seen, (Py_ssize_t)n, table[i]);  // the set's reference moves to the list
-    } else {
-      Py_DECREF(table[i]);
-    }
-    table[i] = NULL;
-    n++;
-  }
-  used = 0;
+  int out_of_memory = recorded.out_of_memory;
+  recorded.out_of_memory = 0;
+  PyObject* seen = set_drain(&recorded);
   if (seen != NULL && out_of_memory) {
     Py_DECREF(seen);
     PyErr_SetString(PyExc_MemoryError, "the code map's recorder could not grow its set");
@@ -178,8 +209,25 @@ PyObject* pytest_scalene_code_seen_stop(void) {
                     "it recorded: the record is incomplete");
     seen = NULL;
   }
-  out_of_memory = 0;
   return seen;
+}
+
+// 3.12+: whether the callback keeps what fires outside a recording (take_outside() hands it
+// out). Off: it is dropped, as before.
+void pytest_scalene_code_seen_keep_outside(int keep) {
+  keep_outside = keep;
+  if (!keep) set_clear(&outside);
+}
+
+// The code objects that fired outside a recording since the last call, each once (a new list,
+// the set emptied); NULL with an exception set when memory ran out.
+PyObject* pytest_scalene_code_seen_take_outside(void) {
+  if (outside.out_of_memory) {
+    set_clear(&outside);
+    PyErr_SetString(PyExc_MemoryError, "the code map's recorder could not grow its set");
+    return NULL;
+  }
+  return set_drain(&outside);
 }
 
 #ifdef RECORD_WITH_CALLBACK
@@ -201,7 +249,11 @@ static PyObject* on_event(PyObject* self, PyObject* const* args, Py_ssize_t narg
                  Py_TYPE(args[0])->tp_name);
     return NULL;
   }
-  if (active) remember(args[0]);
+  if (active) {
+    remember(args[0]);
+  } else if (keep_outside) {
+    remember_in(&outside, args[0]);
+  }
   if (nargs == 3) Py_RETURN_NONE;
   return Py_NewRef(disable);
 }
@@ -237,6 +289,8 @@ const char* pytest_scalene_code_seen_problem(void) {
 }
 int pytest_scalene_code_seen_start(void) { return 0; }
 PyObject* pytest_scalene_code_seen_stop(void) { return PyList_New(0); }
+void pytest_scalene_code_seen_keep_outside(int keep) { (void)keep; }
+PyObject* pytest_scalene_code_seen_take_outside(void) { return PyList_New(0); }
 PyObject* pytest_scalene_code_seen_callback(void) { Py_RETURN_NONE; }
 
 #endif

@@ -15,6 +15,8 @@ extern "C" const char* pytest_scalene_code_seen_problem(void);
 extern "C" int pytest_scalene_code_seen_start(void);
 extern "C" PyObject* pytest_scalene_code_seen_stop(void);
 extern "C" PyObject* pytest_scalene_code_seen_callback(void);
+extern "C" void pytest_scalene_code_seen_keep_outside(int keep);
+extern "C" PyObject* pytest_scalene_code_seen_take_outside(void);
 
 namespace {
 
@@ -204,6 +206,17 @@ PYBIND11_MODULE(_native, m) {
           return py::reinterpret_steal<py::list>(seen);
         },
         "Stop recording; the code objects run since code_seen_start, each once.");
+  m.def("code_seen_keep_outside",
+        [](bool keep) { pytest_scalene_code_seen_keep_outside(keep ? 1 : 0); },
+        "3.12+: whether code_seen_callback() keeps what fires outside a recording, for "
+        "code_seen_take_outside() (off: dropped).");
+  m.def("code_seen_take_outside",
+        []() {
+          PyObject* seen = pytest_scalene_code_seen_take_outside();
+          if (seen == nullptr) throw py::error_already_set();
+          return py::reinterpret_steal<py::list>(seen);
+        },
+        "The code objects that fired outside a recording since the last call, each once.");
   m.def("code_seen_callback",
         []() {
           PyObject* callback = pytest_scalene_code_seen_callback();
