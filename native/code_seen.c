@@ -10,8 +10,10 @@
 // - Python 3.12+: the callback that pytest_scalene/sampling/code_seen.py registers with
 //   sys.monitoring for PY_START, PY_RESUME and PY_THROW, a builtin (METH_FASTCALL) rather than
 //   a Python function: it runs once per code object per recording (it returns DISABLE), and
-//   a Python callback's frame cost about as much as the rest of the event. Not on a
-//   free-threaded build, where the set would need a lock: code_seen.py records in Python there.
+//   a Python callback's frame cost about as much as the rest of the event. What fires between
+//   recordings goes to a second set while code_seen.py asks for it (keep_outside): code that
+//   first ran there, for it to follow. Not on a free-threaded build, where the sets would need
+//   a lock: code_seen.py records in Python there.
 // C, not C++: CPython's internal headers (the 3.11 frame layout) are C.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

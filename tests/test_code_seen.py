@@ -331,3 +331,34 @@ def test_code_run_between_recordings_is_not_kept_alive(recorder):
     code = weakref.ref(namespace.pop("between").__code__)
     gc.collect()
     assert code() is None, "the recorder keeps a reference to code it was not asked to record"
+
+
+@needs_monitoring
+def test_following_sees_followed_code_in_every_recording_and_the_rest_where_it_first_ran():
+    native_callback()
+    namespace: dict = {}
+    exec("def followed_f():\n    return 1\ndef other_g():\n    return 2", namespace)  # fresh code
+    f, g = namespace["followed_f"], namespace["other_g"]
+    follower = CodeSeen(follow=lambda code: code.co_name.startswith("followed_"))
+    assert follower.first_runs_only, "a second sys.monitoring tool id was free"
+    try:
+        follower.start()
+        f(), g()
+        assert {"followed_f", "other_g"} <= names(follower.stop())  # both ran here first
+        f(), g()  # between recordings
+        assert "followed_f" in names(follower.take_outside())
+        follower.start()
+        for _ in range(100):  # a warm call site
+            f(), g()
+        second = names(follower.stop())
+        assert "followed_f" in second, "followed code is seen in every recording"
+        assert "other_g" not in second, "the rest only where it first ran"
+        exec("def followed_h():\n    return 3", namespace)
+        namespace["followed_h"]()  # first run between recordings: followed from then on
+        follower.start()
+        namespace["followed_h"](), f()
+        assert {"followed_h", "followed_f"} <= names(follower.stop())
+        assert "other_g" not in names(follower.take_outside())
+    finally:
+        code_seen._monitoring.native.code_seen_keep_outside(False)  # as for the other tests
+        code_seen._monitoring.keeping_outside = False

@@ -341,3 +341,34 @@ def test_a_merged_map_keeps_a_files_fingerprint_only_where_its_digests_share_it(
     # a.py's digests came from two versions of its bytes: no fingerprint stands for them all.
     assert merged.sources == {"b.py": "same"}
     assert older.merged(one("t2", "h", "bytes-1")).sources == {"a.py": "bytes-1", "b.py": "same"}
+
+
+TWO_TABLES = """
+import tabulate
+
+
+def test_first_table():
+    assert "1" in tabulate.tabulate([[1]])
+
+
+def test_plain_between():
+    assert sum([1, 2]) == 3
+
+
+def test_second_table():  # runs tabulate's code after test_first_table ran it first
+    assert "2" in tabulate.tabulate([[2]])
+"""
+
+
+def test_a_dependency_run_again_by_a_later_test_is_in_that_tests_map(
+    pytester: pytest.Pytester,
+) -> None:
+    # On 3.12+ installed code is seen only where it first runs in the process: the later
+    # tests are given every distribution run so far (more re-measured, never fewer).
+    pytester.makepyfile(test_tables=TWO_TABLES)
+    result = pytester.runpytest_subprocess("--profile-save-baseline", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    code_map = load(pytester.path / "baselines" / FILE_NAME)
+    assert code_map is not None
+    for name in ("test_first_table", "test_second_table"):
+        assert "tabulate" in code_map.tests[f"test_tables.py::{name}"].distributions, name

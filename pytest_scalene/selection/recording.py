@@ -19,9 +19,12 @@ MODULE_TOP = "<module>" + TOP
 
 class Seen(Protocol):
     problem: str | None
+    follow: Any
+    first_runs_only: bool
 
     def start(self) -> None: ...
     def stop(self) -> list[types.CodeType]: ...
+    def take_outside(self) -> list[types.CodeType]: ...
 
 
 class Recorder:
@@ -37,6 +40,11 @@ class Recorder:
         self._places: list[tuple[str, list[str], str | None]] = []
         self._shared: dict[str, int] = {}  # a distribution (or "": code no map checks) -> index
         self._conftests: dict[str, list[str]] = {}  # a test's file -> its conftests' keys
+        # Where installed code is seen only where it first runs in the process (sys.monitoring,
+        # sampling/code_seen.py), a test is given every distribution run so far: a version
+        # change then re-measures more tests than ran its code, never fewer.
+        self._distributions_so_far: set[str] = set()
+        seen.follow = self._follows  # the project's code is seen in every test that runs it
 
     def start(self) -> None:
         self.seen.start()
@@ -58,11 +66,29 @@ class Recorder:
                 dists.add(dist)
             elif ids:
                 test.code.setdefault(key, []).extend(ids)
+        if self.seen.first_runs_only:
+            self.between_tests()
+            dists |= self._distributions_so_far
+            self._distributions_so_far = dists
         for key in self._conftest_keys(str(item.path)):
             test.code.setdefault(key, []).append(MODULE_TOP)
         test.code = {key: sorted(set(ids)) for key, ids in sorted(test.code.items())}
         test.distributions = sorted(dists)
         self.tests[item.nodeid] = test
+
+    def between_tests(self) -> None:
+        """After each test, recorded or not: the code that first ran outside the recordings
+        (its distributions count from now on; the project's is followed from the next)."""
+        for code in self.seen.take_outside():
+            index = self._known.get(id(code))
+            dist = self._places[index if index is not None else self._place_of(code)][2]
+            if dist is not None:
+                self._distributions_so_far.add(dist)
+
+    def _follows(self, code: types.CodeType) -> bool:
+        index = self._known.get(id(code))
+        _, ids, dist = self._places[index if index is not None else self._place_of(code)]
+        return dist is None and bool(ids)
 
     def _conftest_keys(self, test_file: str) -> list[str]:
         found = self._conftests.get(test_file)

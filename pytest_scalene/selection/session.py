@@ -121,16 +121,19 @@ class Selection:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
         recorder = self.recorder
-        if recorder is None or item.nodeid in self.fresh:
+        if recorder is None:
             return (yield)
-        if not (self.record_to or self.profiler.wants(item)):
-            return (yield)
-        recorder.start()
+        recorded = item.nodeid not in self.fresh and (self.record_to or self.profiler.wants(item))
+        if recorded:
+            recorder.start()
         try:
             return (yield)
         finally:
             try:
-                recorder.stop(item)
+                if recorded:
+                    recorder.stop(item)
+                else:  # what first ran in it is still noted (sampling/code_seen.py)
+                    recorder.between_tests()
             except Exception as exc:  # the map is an aid: a bug here must not fail the test
                 self.recorder = None
                 self.profiler.note(f"code map recording stopped after an internal error: {exc!r}")
