@@ -5,8 +5,10 @@ function still match), the counted functions, and the CPU time of each timed run
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -81,7 +83,7 @@ def entry_from_profile(profile: TestProfile, rootdir: str, commit: str = "") -> 
         round(profile.elapsed_s, DIGITS),
         functions,
         {str(k): str(v) for k, v in environment.items()} if isinstance(environment, dict) else {},
-        {name: _function_line(profile, rootdir, name) for name in functions},
+        _function_lines(profile, rootdir, functions),
         cpu_distribution(profile),
         commit,
     )
@@ -93,45 +95,63 @@ def _int_dict(value: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and v >= 0}
 
 
-def _function_line(profile: TestProfile, rootdir: str, name: str) -> str:
-    """ "file:line function" for a counted function: its line with the most sampled CPU time in
-    this run, else its def line (a genexpr's or lambda's: its enclosing function's), else the
-    function alone."""
-    file, _, qualname = name.partition("::")
-    sampled = [
-        (s.cpu_s, k.line)
-        for k, s in profile.lines.items()
-        if (k.file, k.function) == (file, qualname)
-    ]
-    if sampled and max(sampled)[0] > 0:
-        return f"{file}:{max(sampled)[1]} {qualname}"
-    line = _def_line(rootdir, file, qualname)
-    return f"{file}:{line} {qualname}" if line else f"{file} {qualname}"
+def _function_lines(profile: TestProfile, rootdir: str, names: Any) -> dict[str, str]:
+    """ "file:line function" for each counted function: its line with the most sampled CPU
+    time in this run, else its def line (a genexpr's or lambda's: its enclosing function's),
+    else the function alone. A test's count names hundreds of functions: the lines are indexed
+    once, and each file is parsed once while it is unchanged (_def_lines)."""
+    hottest: dict[tuple[str, str], tuple[float, int]] = {}
+    for key, stats in profile.lines.items():
+        found = hottest.get((key.file, key.function))
+        if found is None or (stats.cpu_s, key.line) > found:
+            hottest[(key.file, key.function)] = (stats.cpu_s, key.line)
+    lines = {}
+    for name in names:
+        file, _, qualname = name.partition("::")
+        cpu_s, line = hottest.get((file, qualname), (0.0, 0))
+        if cpu_s <= 0:
+            line = _def_line(_defs_in(source_path(rootdir, file)), qualname) or 0
+        lines[name] = f"{file}:{line} {qualname}" if line else f"{file} {qualname}"
+    return lines
 
 
-def _def_line(rootdir: str, file: str, qualname: str) -> int | None:
+def _def_line(defs: dict[str, int], qualname: str) -> int | None:
+    if qualname in defs:
+        return defs[qualname]
+    head, _, tail = qualname.rpartition(".<locals>.")
+    if head and tail.startswith("<"):  # a genexpr or lambda, which has no def: the enclosing one
+        return _def_line(defs, head)
+    return None
+
+
+def _defs_in(path: str) -> dict[str, int]:
     try:
-        tree = ast.parse(Path(source_path(rootdir, file)).read_text(encoding="utf-8"))
+        stat = os.stat(path)
+    except OSError:
+        return {}
+    return _def_lines(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _def_lines(path: str, mtime_ns: int, size: int) -> dict[str, int]:
+    """Each function's qualified name in the file -> its def line (the first, if repeated)."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
-        return None
-    found: list[int] = []
+        return {}
+    found: dict[str, int] = {}
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}{child.name}"
-                if name == qualname and not isinstance(child, ast.ClassDef):
-                    found.append(child.lineno)
+                if not isinstance(child, ast.ClassDef):
+                    found.setdefault(name, child.lineno)
                 inner = f"{name}.<locals>." if not isinstance(child, ast.ClassDef) else f"{name}."
                 visit(child, inner)
 
     visit(tree, "")
-    if found:
-        return found[0]
-    head, _, tail = qualname.rpartition(".<locals>.")
-    if head and tail.startswith("<"):  # a genexpr or lambda, which has no def: the enclosing one
-        return _def_line(rootdir, file, head)
-    return None
+    return found
 
 
 # -- files ---------------------------------------------------------------------------------------
