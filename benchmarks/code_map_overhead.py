@@ -173,8 +173,13 @@ The two means of recording cost in opposite places:
   only the first time it runs in the process); all-but-stdlib-and-runner loses the stdlib per
   test (nothing: the map covers it by the interpreter's version) and the runner's code per test
   (its distributions would have to go into every test's map, as they run in every test), and
-  needs a scope passed to the recorder from selection/places.py. Not merged: not better on
-  every suite, and an API change for the code map to decide."""
+  needs a scope passed to the recorder from selection/places.py. First not merged (not better
+  on every suite, and an API change for the code map to decide); then merged as project-only,
+  with what it lost made safe: a test's map lists every distribution run so far in the
+  session (a version change re-measures more tests, never fewer). Code that first runs
+  between recordings (collection, tests not recorded) is kept by the extension and handed to
+  the recorder after each test, so the project's is followed from then on. The rows
+  "first record" on 3.12 measure this (3.10/3.11 keep the frame-evaluation hook)."""
 
 SUITES = {"ms_suite": (MS_SUITE, 1000), "call_heavy": (CALL_HEAVY, 30)}
 
