@@ -9,6 +9,7 @@ import functools
 import importlib.metadata
 import os
 import platform
+import re
 import site
 import sys
 import sysconfig
@@ -45,7 +46,6 @@ class Places:
         )
         self._site = _site_dirs()
         self._cache: dict[str, str] = {}
-        self._owners: dict[str, list[str]] | None = None
         self._entries: list[str] | None = None
         self.versions: dict[str, str] = {}  # distribution -> version, of those seen
 
@@ -91,12 +91,7 @@ class Places:
     def _owner(self, inside: str) -> str | None:
         top = inside.split(os.sep, 1)[0]
         top = top[: -len(".py")] if top.endswith(".py") else top
-        guessed = _named_owner(top)
-        if guessed is not None:
-            return guessed
-        if self._owners is None:  # reads every distribution's file list: 40 ms to seconds
-            self._owners = dict(importlib.metadata.packages_distributions())
-        owners = self._owners.get(top)
+        owners = _owners_by_top().get(top)
         return sorted(owners)[0] if owners else None
 
     def dist(self, name: str) -> str:
@@ -105,25 +100,45 @@ class Places:
         return "dist:" + name
 
 
-@functools.cache
-def _named_owner(top: str) -> str | None:
-    """The distribution named as top-level package `top` is (`_pytest`: pytest), when it
-    provides it; most do, and one look-up spares reading every distribution's files."""
-    for name in dict.fromkeys((top, top.lstrip("_"))):
-        try:
-            dist = importlib.metadata.distribution(name)
-        except (importlib.metadata.PackageNotFoundError, ValueError):
+@functools.cache  # a session's installed distributions do not change under it
+def _installed() -> tuple[dict[str, list[str]], dict[str, str]]:
+    """(top-level name -> the distributions providing it, as importlib.metadata's
+    packages_distributions() finds them: top_level.txt, else the files RECORD lists; each
+    distribution's version), read as text: packages_distributions() builds an object per
+    listed file (0.1 s for 40 distributions, 6 ms this way)."""
+    owners: dict[str, list[str]] = {}
+    versions: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        metadata = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+        named, version = _NAME.search(metadata), _VERSION.search(metadata)
+        if named is None:
             continue
-        listed = (dist.read_text("top_level.txt") or "").split()
-        if top in listed or any(
-            str(f).split("/", 1)[0] in (top, f"{top}.py") for f in dist.files or ()
-        ):
-            return dist.metadata["Name"]
-    return None
+        name = named.group(1)
+        if version is not None:
+            versions.setdefault(name, version.group(1))  # the first on sys.path, as imported
+        tops = set((dist.read_text("top_level.txt") or "").split())
+        if not tops:
+            for line in (dist.read_text("RECORD") or "").splitlines():
+                first = line.split(",", 1)[0].split("/", 1)[0]
+                tops.add(first[: -len(".py")] if first.endswith(".py") else first)
+        for top in tops:
+            owners.setdefault(top, []).append(name)
+    return owners, versions
+
+
+def _owners_by_top() -> dict[str, list[str]]:
+    return _installed()[0]
+
+
+_NAME = re.compile(r"^Name:[ \t]*(\S+)", re.MULTILINE)
+_VERSION = re.compile(r"^Version:[ \t]*(\S+)", re.MULTILINE)
 
 
 @functools.cache  # a session's installed distributions do not change under it
 def installed_version(name: str) -> str | None:
+    found = _installed()[1].get(name)
+    if found is not None:
+        return found
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
