@@ -179,7 +179,11 @@ The two means of recording cost in opposite places:
   session (a version change re-measures more tests, never fewer). Code that first runs
   between recordings (collection, tests not recorded) is kept by the extension and handed to
   the recorder after each test, so the project's is followed from then on. The rows
-  "first record" on 3.12 measure this (3.10/3.11 keep the frame-evaluation hook)."""
+  "first record" on 3.12 and 3.13 measure this (3.10/3.11 keep the frame-evaluation hook):
+  1.034x and 1.027x on the ms suite, 1.028x and 1.012x call-heavy, with the plugin's own
+  work per test cut too (one index look-up per code object, installed distributions read
+  once as text: 0.1 s a session less), which brought 3.11's ms suite from 1.150x to 1.029x.
+  3.11's call-heavy suite stays at 1.14x: the hook's price, paid only by tests recorded."""
 
 SUITES = {"ms_suite": (MS_SUITE, 1000), "call_heavy": (CALL_HEAVY, 30)}
 
