@@ -620,3 +620,55 @@ def test_tests_that_read_their_logs_or_output_are_judged(pytester):
         ab = tests[nodeid]["ab"]
         assert "note" not in ab, ab["note"]
         assert ab["verdict"] == "pass"
+
+
+GC_TESTS = """
+import gc
+import weakref
+
+import pytest
+
+import mylib
+
+
+class Node:
+    def __init__(self):
+        self.me = self  # a cycle: only the collector frees it
+
+
+@pytest.fixture
+def held():
+    return [Node()]
+
+
+def test_frees_a_cycle_made_before_it(held):
+    mylib.steady(2000)
+    old, held[0] = held[0], Node()  # repeatable: each run frees the one before it
+    gone = weakref.ref(old)
+    del old
+    gc.collect()
+    assert gone() is None
+
+
+def test_finds_its_setup_objects(held):
+    mylib.steady(2000)
+    assert any(o is held[0] for o in gc.get_objects())
+"""
+
+
+def test_tests_that_rely_on_the_collector_are_judged(pytester):
+    """Between runs the workers freeze the heap (the next collection visits only what a run
+    left); a test that needs what it froze collected (a cycle from its setup) fails frozen and
+    is run unfrozen, on both sides: judged, never 'failed on a side'."""
+    repository(pytester, GC_TESTS)
+    out = pytester.path / "profile.json"
+    result = compare(pytester, f"--profile-json={out}")
+    result.assert_outcomes(passed=2)
+    tests = json.loads(out.read_text())["tests"]
+    for nodeid in (
+        "test_work.py::test_frees_a_cycle_made_before_it",
+        "test_work.py::test_finds_its_setup_objects",
+    ):
+        ab = tests[nodeid]["ab"]
+        assert "note" not in ab, ab["note"]
+        assert ab["verdict"] == "pass"

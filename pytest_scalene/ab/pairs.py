@@ -375,8 +375,16 @@ def _run_pairs(
     if problem:
         outcome.note = f"not judged: its setup did not pass ({problem})"
         return
-    # Each process warms up on its own: first calls (imports, caches) are not measured.
+    # Each process warms up on its own: first calls (imports, caches) are not measured. The
+    # heap is frozen between runs (worker.py); a test that fails so runs unfrozen.
+    freeze = True
     warm = [w.request({"cmd": "run", "inner": 1}, STARTUP_TIMEOUT_S) for w in everyone]
+    if _runs_ok(warm, names):
+        freeze = False
+        warm = [
+            w.request({"cmd": "run", "inner": 1, "freeze": False}, STARTUP_TIMEOUT_S)
+            for w in everyone
+        ]
     if problem := _runs_ok(warm, names):
         outcome.note = f"not judged: {problem}"
         return
@@ -391,7 +399,8 @@ def _run_pairs(
             n = len(outcome.ratios)
             base, cur = bases[n % len(bases)], currents[n % len(currents)]
             order = (base, cur) if n % 2 == 0 else (cur, base)
-            replies = {id(w): w.request({"cmd": "run", "inner": inner}, timeout) for w in order}
+            run = {"cmd": "run", "inner": inner, "freeze": freeze}
+            replies = {id(w): w.request(run, timeout) for w in order}
             base_run, cur_run = replies[id(base)], replies[id(cur)]
             if problem := _runs_ok((base_run, cur_run), ("baseline", "current")):
                 outcome.note = f"not judged: {problem}"

@@ -3,7 +3,7 @@ the working tree) that collects the compared tests, then runs them on command fr
 controller (pairs.py) over two pipes, one JSON object a line:
 
     {"cmd": "setup", "nodeid": ID}        -> {"outcome": "passed"|..., "error": TEXT}
-    {"cmd": "run", "inner": K}            -> {"cpu_s": S, "outcome": ..., "error": TEXT,
+    {"cmd": "run", "inner": K, "freeze": B} -> {"cpu_s": S, "outcome": ..., "error": TEXT,
                                               "functions": [[file, qualname, cpu_s, n], ...],
                                               "inclusive": [[file, qualname, cpu_s, n], ...],
                                               "sampler_error": TEXT (if a sample raised)}
@@ -163,7 +163,7 @@ class Worker:
             self.sampler.counts = {}
             return {"outcome": report.outcome, "error": _report_error(report)}
         if command == "run":
-            return self._run(self.item, int(message.get("inner", 1)))
+            return self._run(self.item, int(message.get("inner", 1)), message.get("freeze", True))
         if command == "lines":
             return {"lines": self.sampler.take()}
         item = self.item  # teardown
@@ -175,16 +175,22 @@ class Worker:
             item.funcargs = None
         return {"outcome": report.outcome, "error": _report_error(report)}
 
-    def _run(self, item: pytest.Item, inner: int) -> dict[str, Any]:
+    def _run(self, item: pytest.Item, inner: int, freeze: bool = True) -> dict[str, Any]:
         outcome, error = "passed", ""
         # Both sides start each run from a collected heap: a collection that the allocations
         # trigger then falls in the same run on both sides (the ratios of allocation-heavy
         # tests alternated between 0.4 and 3 without this). What survives is frozen (moved
         # out of the collector's generations until the teardown): the next run's collection
         # then visits only what that run left, not the whole heap of the suite's imports
-        # (15 ms a run on pyparsing's suite, for runs of 20 ms).
-        gc.collect()
-        gc.freeze()
+        # (15 ms a run on pyparsing's suite, for runs of 20 ms). A frozen object is never
+        # collected and is hidden from gc.get_objects(): a test that relies on either fails
+        # frozen, and the controller runs it again unfrozen (pairs.py).
+        if freeze:
+            gc.collect()
+            gc.freeze()
+        else:
+            gc.unfreeze()
+            gc.collect()
         self.sampler.start()
         started = time.process_time()
         try:
