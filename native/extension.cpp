@@ -158,6 +158,12 @@ py::list take_samples() {
 
 }  // namespace
 
+// A new list from the C side, or its Python exception raised (NULL).
+static py::list new_list_or_raise(PyObject* list) {
+  if (list == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::list>(list);
+}
+
 PYBIND11_MODULE(_native, m) {
   m.doc() = "pytest-scalene native helpers: the allocator shim's controls";
   m.def("shim_loaded", []() { return find_shim() != nullptr; },
@@ -199,23 +205,14 @@ PYBIND11_MODULE(_native, m) {
         "Begin recording each code object run (3.10/3.11: install the frame-evaluation hook; "
         "3.12+: keep what code_seen_callback() sees); a no-op when code_seen_problem() is not "
         "None.");
-  m.def("code_seen_stop",
-        []() {
-          PyObject* seen = pytest_scalene_code_seen_stop();
-          if (seen == nullptr) throw py::error_already_set();
-          return py::reinterpret_steal<py::list>(seen);
-        },
+  m.def("code_seen_stop", []() { return new_list_or_raise(pytest_scalene_code_seen_stop()); },
         "Stop recording; the code objects run since code_seen_start, each once.");
   m.def("code_seen_keep_outside",
         [](bool keep) { pytest_scalene_code_seen_keep_outside(keep ? 1 : 0); },
         "3.12+: whether code_seen_callback() keeps what fires outside a recording, for "
         "code_seen_take_outside() (off: dropped).");
   m.def("code_seen_take_outside",
-        []() {
-          PyObject* seen = pytest_scalene_code_seen_take_outside();
-          if (seen == nullptr) throw py::error_already_set();
-          return py::reinterpret_steal<py::list>(seen);
-        },
+        []() { return new_list_or_raise(pytest_scalene_code_seen_take_outside()); },
         "The code objects that fired outside a recording since the last call, each once.");
   m.def("code_seen_callback",
         []() {
