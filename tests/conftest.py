@@ -1,5 +1,8 @@
+import importlib.util
 import json
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -46,3 +49,15 @@ def line_at(test: dict, path: Path | str, text: str) -> dict:
             elif mine is None:
                 combined[key] = value
     return combined
+
+
+def load_module(name: str, path: Path | str) -> ModuleType:
+    """The Python file at `path` imported as module `name` (a script of benchmarks/ or
+    scripts/, a workload written by a test); registered in sys.modules, where dataclasses
+    look their module up by name."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -8,11 +8,11 @@ checked on synthetic signal delays."""
 from __future__ import annotations
 
 import dis
-import importlib.util
 import sys
 from types import SimpleNamespace
 
 import pytest
+from conftest import load_module
 
 from pytest_scalene.core.model import TestProfile
 from pytest_scalene.sampling.cpu_sampler import CpuSampler, where_it_ran
@@ -45,9 +45,7 @@ def calls(seconds):
 
 def test_small_functions_called_in_a_loop_charge_their_callers_not_their_def_lines(tmp_path):
     (tmp_path / "calls.py").write_text("import time\n" + CALLS)
-    spec = importlib.util.spec_from_file_location("calls", tmp_path / "calls.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module("calls", tmp_path / "calls.py")
     source = (tmp_path / "calls.py").read_text().splitlines()
     marked = {tag: {n for n, t in enumerate(source, 1) if tag in t} for tag in ("DEF", "CALLER")}
 
@@ -85,9 +83,7 @@ def caller():
 
 def _load(tmp_path, name: str, source: str):
     (tmp_path / f"{name}.py").write_text(source)
-    spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(name, tmp_path / f"{name}.py")
     lines = source.splitlines()
     return module, {tag: n for n, t in enumerate(lines, 1) for tag in t.split("# ")[1:]}
 

@@ -5,20 +5,15 @@ where they cannot be downloaded the test skips and says so."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import load_module
 from shim_support import needs_shim
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "real_suites.py"
-_spec = importlib.util.spec_from_file_location("real_suites", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-real_suites = importlib.util.module_from_spec(_spec)
-sys.modules["real_suites"] = real_suites  # dataclasses look their module up by name
-_spec.loader.exec_module(real_suites)
+real_suites = load_module("real_suites", SCRIPT)
 
 CACHE = Path(tempfile.gettempdir(), "real-suites", "sdists")  # shared with the script
 

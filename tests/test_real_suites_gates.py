@@ -5,18 +5,14 @@ the slowdown is there when on and gone when off."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import load_module
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "real_suites_gates.py"
-_spec = importlib.util.spec_from_file_location("real_suites_gates", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-gates_bench = importlib.util.module_from_spec(_spec)
-sys.modules["real_suites_gates"] = gates_bench
-_spec.loader.exec_module(gates_bench)
+gates_bench = load_module("real_suites_gates", SCRIPT)
 
 SOURCE = '''
 class Parser:

@@ -11,13 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import load_module
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "selection_real_suite.py"
-_spec = importlib.util.spec_from_file_location("selection_real_suite", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["selection_real_suite"] = bench
-_spec.loader.exec_module(bench)
+bench = load_module("selection_real_suite", SCRIPT)
 
 SOURCE = '''
 LIMIT = 3
@@ -43,11 +40,7 @@ def _suite(tmp_path: Path) -> Any:
 
 
 def _load(tmp_path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, tmp_path / "pkg.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(name, tmp_path / "pkg.py")
 
 
 @pytest.fixture
