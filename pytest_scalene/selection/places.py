@@ -91,7 +91,7 @@ class Places:
     def _owner(self, inside: str) -> str | None:
         top = inside.split(os.sep, 1)[0]
         top = top[: -len(".py")] if top.endswith(".py") else top
-        owners = _owners_by_top().get(top)
+        owners = _installed()[0].get(top)
         return sorted(owners)[0] if owners else None
 
     def dist(self, name: str) -> str:
@@ -124,10 +124,6 @@ def _installed() -> tuple[dict[str, list[str]], dict[str, str]]:
         for top in tops:
             owners.setdefault(top, []).append(name)
     return owners, versions
-
-
-def _owners_by_top() -> dict[str, list[str]]:
-    return _installed()[0]
 
 
 _NAME = re.compile(r"^Name:[ \t]*(\S+)", re.MULTILINE)
