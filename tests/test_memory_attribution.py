@@ -4,11 +4,12 @@ charged to whatever line the main thread reaches next, and threads get their own
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from conftest import line_at
-from shim_support import needs_shim, run_profiled_suite
+from shim_support import QUICK, needs_shim, run_profiled_suite
 
 pytestmark = [needs_shim, pytest.mark.slow]
 
@@ -168,3 +169,48 @@ def test_memory_charged_to_the_allocating_line(suite) -> None:
 
 def _number(path: Path, marker: str) -> int:
     return next(i for i, s in enumerate(Path(path).read_text().splitlines(), 1) if marker in s)
+
+
+# The samplers' handlers run on top of the line they interrupt; here the memory handler
+# allocates 3 MB once (as a new 1 MiB object arena does, less often), after the 60 MB line.
+HANDLER_CONFTEST = r"""
+from pytest_scalene.sampling import memory_sampler
+
+kept = []
+drain = memory_sampler.MemorySampler._drain
+
+
+def drain_and_allocate(self, frame):
+    if frame is not None and not kept:
+        kept.append("once")  # first: the handler runs again within itself, at the next call
+        kept.append(bytearray(3 << 20))
+    drain(self, frame)
+
+
+memory_sampler.MemorySampler._drain = drain_and_allocate
+"""
+
+HANDLER_SUITE = r"""
+MB = 1 << 20
+
+
+def test_peak_then_handler():
+    block = b"x" * (60 * MB)  # ALLOCATE
+    total = sum(range(1000))  # AFTER: the handler runs here, at the first call
+    assert len(block) == 60 * MB and total
+"""
+
+
+def test_what_a_handler_allocates_is_no_lines(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(HANDLER_CONFTEST)
+    path = pytester.makepyfile(test_handler=HANDLER_SUITE)
+    out = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess(
+        "--profile", "--profile-exclude=conftest.py", f"--profile-json={out}", *QUICK
+    )
+    result.assert_outcomes(passed=1)
+    test = json.loads(out.read_text())["tests"]["test_handler.py::test_peak_then_handler"]
+    assert test["peak_mb"] >= 62.5, test  # the handler's 3 MB were allocated in the test
+    assert 59.5 <= line_at(test, path, "# ALLOCATE")["peak_mb"] <= 61, test["lines"]
+    after = [ln for ln in test["lines"] if ln["line"] == _number(path, "# AFTER")]
+    assert all(ln.get("peak_mb", 0) < 59 for ln in after), after

@@ -39,6 +39,7 @@ from typing import Any
 from ..core import runenv
 from ..core.model import LineKey, TestProfile
 from . import leaks, timeline
+from .cpu_sampler import CpuSampler
 from .resident import Resident
 from .scope import CodeScope
 from .timers import _free_realtime_signal, _getsignal, _signal
@@ -282,6 +283,8 @@ class MemorySampler:
     ) -> tuple[tuple[LineKey, int] | None, bool]:
         """The innermost profiled frame of a stack the shim captured in the sampling thread,
         and whether the whole stack was seen (then no profiled frame means none was running)."""
+        if any((c if isinstance(c, int) else id(c)) in _HANDLER_ADDRESSES for c, _ in stack):
+            return None, True  # allocated by the profiler's own handler: no line's doing
         whole = 0 < len(stack) < self.native.WHERE_DEPTH
         for code, lineno in stack:
             if isinstance(code, int):  # captured without the GIL: an address only
@@ -362,6 +365,13 @@ class MemorySampler:
         # Likely leaks only once a run again confirms them (gates/leak_confirm.py).
         profile.extra["leaks"] = []
         profile.extra["held"] = [{**s, "why": leaks.NOT_RUN_AGAIN} for s in suspects]
+
+
+# The samplers' signal handlers run on top of the frame they interrupt. What they allocate (a new
+# 1 MiB object arena crosses a leak step) would be charged to that line: it set a line's peak.
+_HANDLER_ADDRESSES = frozenset(
+    id(handler.__code__) for handler in (CpuSampler._on_signal, MemorySampler._on_signal)
+)
 
 
 def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> None:
