@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.ab import pairs, plugin, verdict, worker, worker_sampler
+from pytest_scalene.ab import pairs, plugin, verdict, worker, worker_sampler, workers
 from pytest_scalene.ab import session as ab_session
 
 PROJECT = """
@@ -177,8 +177,8 @@ class FakeWorker:
 
 def test_the_pairs_pool_each_sides_inclusive_figures(monkeypatch):
     monkeypatch.setattr(pairs, "pair_cpu", lambda: None)  # no real processes to pin
-    bases = [FakeWorker("baseline") for _ in range(pairs.WORKERS_PER_SIDE)]
-    currents = [FakeWorker("current") for _ in range(pairs.WORKERS_PER_SIDE)]
+    bases = [FakeWorker("baseline") for _ in range(workers.WORKERS_PER_SIDE)]
+    currents = [FakeWorker("current") for _ in range(workers.WORKERS_PER_SIDE)]
     outcome = pairs.compare_test("test_a.py::test_x", None, bases, currents)  # type: ignore[arg-type]
     assert outcome.verdict == "fail" and len(outcome.current_inclusive) == len(outcome.ratios)
     slowed = next(f for f in outcome.functions if f.function == "slowed")

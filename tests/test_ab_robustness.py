@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.ab import pairs, verdict, worker, worker_sampler
+from pytest_scalene.ab import pairs, verdict, worker, worker_sampler, workers
 from pytest_scalene.ab import session as ab_session
 
 
@@ -130,11 +130,11 @@ def test_a_command_that_raises_in_the_worker_is_answered_with_the_error(tmp_path
 
 
 def test_the_controller_raises_the_workers_error_and_a_dead_workers_output(tmp_path):
-    process = pairs.WorkerProcess.__new__(pairs.WorkerProcess)
-    process.side = pairs.Side("baseline", tmp_path, tmp_path)
+    process = workers.WorkerProcess.__new__(workers.WorkerProcess)
+    process.side = workers.Side("baseline", tmp_path, tmp_path)
     process.buffer = b'{"failed": "KeyError: \'x\' (at worker.py:12 _serve)"}\n'
     with pytest.raises(
-        pairs.WorkerError, match=r"baseline worker failed during its start-up: KeyError: 'x' \(at"
+        workers.WorkerError, match=r"baseline worker failed during its start-up: KeyError: 'x' \(at"
     ):
         process.receive(1.0)
     # A worker that died: its exit status and its output's last lines, whatever is asked.
@@ -144,7 +144,7 @@ def test_the_controller_raises_the_workers_error_and_a_dead_workers_output(tmp_p
     process.from_worker, process.to_worker = os.pipe()
     os.close(process.to_worker)
     try:
-        with pytest.raises(pairs.WorkerError) as died:
+        with pytest.raises(workers.WorkerError) as died:
             process.request({"cmd": "teardown"}, 1.0)
     finally:
         os.close(process.from_worker)
@@ -180,7 +180,7 @@ def fake_workers() -> list[Any]:
     return [
         SimpleNamespace(side=SimpleNamespace(name=name))
         for name in ("baseline", "current")
-        for _ in range(pairs.WORKERS_PER_SIDE)
+        for _ in range(workers.WORKERS_PER_SIDE)
     ]
 
 
@@ -195,7 +195,7 @@ def test_a_slower_first_reading_is_confirmed_in_fresh_workers_and_the_second_dec
         restarts.append(1)
         return fake_workers()
 
-    side = pairs.Side("baseline", None, None, tests={"test_a.py::test_x": "k"})  # type: ignore[arg-type]
+    side = workers.Side("baseline", None, None, tests={"test_a.py::test_x": "k"})  # type: ignore[arg-type]
     result = ab_session.Result()
     ab_session._compare_all(
         ["test_a.py::test_x"], side, side, fake_workers(), result, no_progress, restart
@@ -215,11 +215,13 @@ def _reading(readings: dict[str, list[list[float]]], nodeid: str) -> pairs.Outco
 
 def test_a_worker_error_gives_every_test_left_its_cause(monkeypatch):
     def compare_test(nodeid: str, *_: Any) -> pairs.Outcome:
-        raise pairs.WorkerError("the current worker ended (exit status 3); its output ends with: x")
+        raise workers.WorkerError(
+            "the current worker ended (exit status 3); its output ends with: x"
+        )
 
     monkeypatch.setattr(pairs, "compare_test", compare_test)
     tests = {f"t.py::test_{i}": "k" for i in range(3)}
-    side = pairs.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
+    side = workers.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
     result = ab_session.Result()
     ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, list)
     notes = [o.note for o in result.outcomes.values()]
@@ -234,7 +236,7 @@ def test_after_a_worker_error_the_next_tests_go_on_in_fresh_workers(monkeypatch)
 
     def compare_test(nodeid: str, *_: Any) -> pairs.Outcome:
         if nodeid in killers:
-            raise pairs.WorkerError(f"the baseline worker ended (exit status 3) during {nodeid}")
+            raise workers.WorkerError(f"the baseline worker ended (exit status 3) during {nodeid}")
         return _reading({nodeid: [[1.0] * 10]}, nodeid)
 
     monkeypatch.setattr(pairs, "compare_test", compare_test)
@@ -245,7 +247,7 @@ def test_after_a_worker_error_the_next_tests_go_on_in_fresh_workers(monkeypatch)
         return fake_workers()
 
     tests = {f"t.py::test_{i}": "k" for i in range(8)}
-    side = pairs.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
+    side = workers.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
     result = ab_session.Result()
     ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
     verdicts = {n: o.verdict for n, o in result.outcomes.items()}

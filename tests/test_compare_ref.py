@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_scalene.ab import pairs, verdict, worker
+from pytest_scalene.ab import pairs, verdict, worker, workers
 from pytest_scalene.ab.worker_sampler import function_of
 from pytest_scalene.config.options import EXIT_UNJUDGED
 
@@ -427,12 +427,14 @@ def test_the_workers_malloc_policy_does_not_depend_on_their_history(monkeypatch)
     monkeypatch.setenv("LD_PRELOAD", "/some/shim.so")
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     assert _mapped_after_a_free(plain) == 0  # the probe sees the moving threshold
-    env = pairs.worker_env(os.environ)
-    assert "LD_PRELOAD" not in env and env["PYTHONHASHSEED"] == pairs.HASH_SEED
+    env = workers.worker_env(os.environ)
+    assert "LD_PRELOAD" not in env and env["PYTHONHASHSEED"] == workers.HASH_SEED
     assert _mapped_after_a_free(env) == 1
     # A user's own malloc settings are theirs.
-    assert pairs.worker_env({"MALLOC_MMAP_THRESHOLD_": "4096"})["MALLOC_MMAP_THRESHOLD_"] == "4096"
-    tuned = pairs.worker_env({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"})
+    assert (
+        workers.worker_env({"MALLOC_MMAP_THRESHOLD_": "4096"})["MALLOC_MMAP_THRESHOLD_"] == "4096"
+    )
+    tuned = workers.worker_env({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"})
     assert "MALLOC_MMAP_THRESHOLD_" not in tuned
 
 
@@ -464,8 +466,8 @@ def test_the_workers_keep_the_heap_top_they_free(monkeypatch):
         return int(done.stdout)
 
     assert trimmed(dict(os.environ)) == 1  # the probe sees glibc's default trimming
-    assert trimmed(pairs.worker_env(os.environ)) == 0
-    tuned = pairs.worker_env({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=65536"})
+    assert trimmed(workers.worker_env(os.environ)) == 0
+    tuned = workers.worker_env({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=65536"})
     assert "MALLOC_TRIM_THRESHOLD_" not in tuned  # the user's own setting is kept
 
 
@@ -494,7 +496,7 @@ def test_pairs_rotate_over_three_workers_per_side_each_with_the_fixed_malloc_pol
     for tree in trees:
         pids = [pid for t, pid in seen if t == tree]
         # Three per side, three more if a reading was confirmed in fresh workers (under load).
-        assert pairs.WORKERS_PER_SIDE == 3 and len(set(pids)) in (3, 6), seen
+        assert workers.WORKERS_PER_SIDE == 3 and len(set(pids)) in (3, 6), seen
         # Every worker warmed up once, then took its turn in the pairs.
         assert min(pids.count(pid) for pid in set(pids)) >= 1 + 10 // 3, seen
 

@@ -1,5 +1,5 @@
 """One A/B comparison of a set of tests against a git ref: the ref checked out in a worktree
-(git_tree.py), a worker session in each tree (pairs.py), the check that each side imports the
+(git_tree.py), a worker session in each tree (workers.py), the check that each side imports the
 code under test from its own tree, then each test compared in turn.
 
 A test that reads slower is measured again in fresh worker processes and fails only if it
@@ -17,6 +17,14 @@ from pathlib import Path
 
 from . import git_tree, pairs, verdict
 from .worker_sampler import _SKIP_PARTS
+from .workers import (
+    STARTUP_TIMEOUT_S,
+    WORKERS_PER_SIDE,
+    Side,
+    WorkerError,
+    WorkerProcess,
+    close_all,
+)
 
 # Notes on tests that have nothing to be compared with (a new test, a changed setup): counted,
 # but they do not fail the run as the other notes (the comparison failed to judge) do.
@@ -71,7 +79,7 @@ def _defined_in(tree: Path, name: str) -> bool:
     return False
 
 
-def same_code(sides: Sequence[pairs.Side]) -> list[str]:
+def same_code(sides: Sequence[Side]) -> list[str]:
     """Modules of a tree that a side imported from elsewhere (an installed copy): that side
     would not run its own version of the code."""
     problems = []
@@ -95,9 +103,7 @@ def _ini_for(setup: Setup, tree: Path) -> list[str]:
     return ["-c", str(mapped if mapped.exists() else setup.inipath)]
 
 
-def _start(
-    sides: Sequence[pairs.Side], nodeids: Sequence[str], setup: Setup
-) -> list[pairs.WorkerProcess]:
+def _start(sides: Sequence[Side], nodeids: Sequence[str], setup: Setup) -> list[WorkerProcess]:
     """WORKERS_PER_SIDE workers for each side that has test files of this run, all started at
     once."""
     started = []
@@ -106,23 +112,23 @@ def _start(
         files = [f for f in files if (side.rootdir / f).exists()]
         if files:
             args = [*_ini_for(setup, side.tree), *setup.args]
-            for _ in range(pairs.WORKERS_PER_SIDE):
-                started.append(pairs.WorkerProcess(side, files, nodeids, args))
+            for _ in range(WORKERS_PER_SIDE):
+                started.append(WorkerProcess(side, files, nodeids, args))
     for process in started:
-        hello = process.receive(pairs.STARTUP_TIMEOUT_S)
+        hello = process.receive(STARTUP_TIMEOUT_S)
         process.side.tests = dict(hello.get("tests", {}))
         process.side.modules = dict(hello.get("modules", {}))
         process.side.collection_errors = int(hello.get("collection_errors", 0))
     return started
 
 
-def _both_sides(workers: Sequence[pairs.WorkerProcess]) -> bool:
+def _both_sides(workers: Sequence[WorkerProcess]) -> bool:
     return {w.side.name for w in workers} == {"baseline", "current"}
 
 
 def _by_side(
-    workers: Sequence[pairs.WorkerProcess],
-) -> tuple[list[pairs.WorkerProcess], list[pairs.WorkerProcess]]:
+    workers: Sequence[WorkerProcess],
+) -> tuple[list[WorkerProcess], list[WorkerProcess]]:
     return (
         [w for w in workers if w.side.name == "baseline"],
         [w for w in workers if w.side.name == "current"],
@@ -137,9 +143,9 @@ def run(
     result = Result()
     rel = setup.rootdir.resolve().relative_to(setup.root)
     with git_tree.Worktree(setup.root, setup.commit) as base_tree:
-        base = pairs.Side("baseline", base_tree, base_tree / rel)
-        cur = pairs.Side("current", setup.root, setup.rootdir)
-        workers: list[pairs.WorkerProcess] = []
+        base = Side("baseline", base_tree, base_tree / rel)
+        cur = Side("current", setup.root, setup.rootdir)
+        workers: list[WorkerProcess] = []
         try:
             workers += _start((base, cur), nodeids, setup)
             if problems := same_code((base, cur)):
@@ -148,29 +154,29 @@ def run(
                 result.problem = f"no test file of this run exists at {setup.ref}"
                 return result
 
-            def restart() -> list[pairs.WorkerProcess]:
-                pairs.close_all(workers)
+            def restart() -> list[WorkerProcess]:
+                close_all(workers)
                 workers[:] = _start((base, cur), nodeids, setup)
                 if not _both_sides(workers):
-                    raise pairs.WorkerError("a worker did not start again")
+                    raise WorkerError("a worker did not start again")
                 return workers
 
             _compare_all(nodeids, base, cur, workers, result, progress, restart)
-        except pairs.WorkerError as exc:
+        except WorkerError as exc:
             result.problem = str(exc)
         finally:
-            pairs.close_all(workers)
+            close_all(workers)
     return result
 
 
 def _compare_all(
     nodeids: Sequence[str],
-    base: pairs.Side,
-    cur: pairs.Side,
-    workers: list[pairs.WorkerProcess],
+    base: Side,
+    cur: Side,
+    workers: list[WorkerProcess],
     result: Result,
     progress: Callable[[str], None],
-    restart: Callable[[], list[pairs.WorkerProcess]],
+    restart: Callable[[], list[WorkerProcess]],
 ) -> None:
     both = [n for n in nodeids if n in base.tests and n in cur.tests]
     for nodeid in nodeids:
@@ -197,7 +203,7 @@ def _compare_all(
     firsts = {nodeid: result.outcomes[nodeid] for nodeid in again}
     try:
         workers = restart()
-    except pairs.WorkerError as exc:
+    except WorkerError as exc:
         for nodeid in again:
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
         return
@@ -209,9 +215,9 @@ def _compare_all(
 
 def _measure(
     nodeids: Sequence[str],
-    workers: Sequence[pairs.WorkerProcess],
+    workers: Sequence[WorkerProcess],
     result: Result,
-    restart: Callable[[], list[pairs.WorkerProcess]] | None = None,
+    restart: Callable[[], list[WorkerProcess]] | None = None,
 ) -> list[str]:
     """Compare each test in turn into `result`; the tests whose reading must be confirmed.
     After a worker error the next tests go on in fresh workers (`restart`), MAX_RESTARTS times:
@@ -222,7 +228,7 @@ def _measure(
         following = nodeids[i + 1] if i + 1 < len(nodeids) else None
         try:
             outcome = pairs.compare_test(nodeid, following, *_by_side(workers))
-        except pairs.WorkerError as exc:
+        except WorkerError as exc:
             result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
             cause = exc
             if following is not None and restart is not None and restarts < MAX_RESTARTS:
@@ -230,7 +236,7 @@ def _measure(
                 try:
                     workers = restart()
                     continue
-                except pairs.WorkerError as failed:
+                except WorkerError as failed:
                     cause = failed
             for rest in nodeids[i + 1 :]:
                 result.outcomes[rest] = pairs.Outcome(

@@ -1,6 +1,6 @@
 """The pytest plugin of an A/B worker: a pytest session in one tree (the baseline's worktree or
 the working tree) that collects the compared tests, then runs them on command from the
-controller (pairs.py) over two pipes, one JSON object a line:
+controller (workers.py, pairs.py) over two pipes, one JSON object a line:
 
     {"cmd": "setup", "nodeid": ID}        -> {"outcome": "passed"|..., "error": TEXT}
     {"cmd": "run", "inner": K, "freeze": B} -> {"cpu_s": S, "outcome": ..., "error": TEXT,
@@ -23,7 +23,7 @@ each sample once per function however deep it recurses: its time as timeit would
 Meanwhile a timer samples the line being run in the tree's own files, pooled per test until
 "lines".
 
-This module is loaded by path (pairs.py) and imports nothing from pytest_scalene: the baseline's
+This module is loaded by path (workers.py) and imports nothing from pytest_scalene: the baseline's
 tree may hold another version of pytest-scalene, or none. pytest-scalene's own plugin is off in
 the worker (-p no:scalene), so neither its sampler nor its allocator shim runs here.
 """
@@ -42,9 +42,9 @@ from typing import Any
 
 import pytest
 
-try:  # a module of the package (pairs.py, the tests)
+try:  # a module of the package (workers.py, the tests)
     from .worker_sampler import LineSampler, _error, _where
-except ImportError:  # loaded by path in a worker session, after its sampler (pairs.py)
+except ImportError:  # loaded by path in a worker session, after its sampler (workers.py)
     from pytest_scalene_ab_worker_sampler import LineSampler, _error, _where  # type: ignore
 
 FDS_ENV = "PYTEST_SCALENE_AB_FDS"  # "read_fd,write_fd"
