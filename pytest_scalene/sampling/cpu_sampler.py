@@ -346,7 +346,10 @@ class CpuSampler:
         main_clock_at_entry = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         elapsed_wall = perf_counter() - self._wall
-        user, system = usage.ru_utime - self._user, usage.ru_stime - self._system
+        # The handler's own time was taken off as user time (_exclude_handler_time): where it
+        # was system time (a handler that faulted pages in), what is left may read below zero.
+        user = max(0.0, usage.ru_utime - self._user)
+        system = max(0.0, usage.ru_stime - self._system)
         system_share = system / (user + system) if user + system > 0 else 0.0
 
         main_key: tuple[LineKey, int] | None = None
