@@ -151,6 +151,11 @@ def line_of(
 FUNCTION_FAIL_ABOVE = 1.10
 FUNCTION_Z = 4.0
 FUNCTION_MIN_SAMPLES = 20
+# A function's extra time is its test's extra time, unless another function's time fell as much:
+# time that moved between functions (threads contending for a lock poll in one place or
+# another, filelock's suite) is not a slowdown. A function fails only where the test grew by at
+# least half the function's growth, less this much of the test's time (the test ratio's noise).
+FUNCTION_MOVED_SLACK = 0.10
 FUNCTION_MAX_PAIRS = MAX_PAIRS
 
 
@@ -164,7 +169,7 @@ class FunctionVerdict:
     baseline_share: float
     share: float
     samples: tuple[int, int]  # baseline, current
-    state: str  # "fail" | "pass" | "unsure"
+    state: str  # "fail" | "pass" | "unsure" | "moved" (grew while the test did not: passes)
     inclusive_ratio: float | None = None  # the same with its callees' time; None: not sampled
 
 
@@ -247,6 +252,9 @@ def judge_functions(
         state = "pass"
         if ratio > fail_above:
             state = "fail" if z > z_limit else "unsure"
+            grown = after * test_ratio - before  # in the baseline test's time
+            if test_ratio - 1 < grown / 2 - FUNCTION_MOVED_SLACK:
+                state = "moved"
         found.append(
             FunctionVerdict(
                 key[0],
@@ -266,7 +274,7 @@ def judge_functions(
                 ),
             )
         )
-    order = {"fail": 0, "unsure": 1, "pass": 2}
+    order = {"fail": 0, "unsure": 1, "moved": 2, "pass": 3}
     return sorted(found, key=lambda f: (order[f.state], -f.ratio, f.file, f.function))
 
 
