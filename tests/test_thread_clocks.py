@@ -1,6 +1,7 @@
-"""The per-thread CPU clocks the samplers read (sampling/cpu_sampler.py, the A/B worker): a
-thread that has ended reads None, never a crash. pthread_getcpuclockid(ident) read the ended
-thread's pthread struct in its unmapped stack: SIGSEGV, in the middle of a user's test."""
+"""The threads as the samplers read them (sampling/threads.py, the A/B worker): a thread that
+has ended reads None, never a crash (pthread_getcpuclockid(ident) read the ended thread's
+pthread struct in its unmapped stack: SIGSEGV, in the middle of a user's test); reading the
+threads' frames never hangs the process."""
 
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ import time
 import pytest
 
 from pytest_scalene.ab import worker_sampler
-from pytest_scalene.sampling import cpu_sampler
+from pytest_scalene.sampling import threads
 
-READERS = {"cpu_sampler": cpu_sampler._thread_cpu, "ab_worker": worker_sampler.thread_cpu_s}
+READERS = {"cpu_sampler": threads.thread_cpu, "ab_worker": worker_sampler.thread_cpu_s}
 
 
 @pytest.mark.parametrize("module", ["cpu_sampler", "ab_worker"])
 def test_an_ended_threads_clock_reads_none_instead_of_crashing(module: str) -> None:
     where = {
-        "cpu_sampler": "from pytest_scalene.sampling.cpu_sampler import _thread_cpu as read",
+        "cpu_sampler": "from pytest_scalene.sampling.threads import thread_cpu as read",
         "ab_worker": "from pytest_scalene.ab.worker_sampler import thread_cpu_s as read",
     }[module]
     # Large stacks: glibc caches 40 MB of ended threads' stacks and unmaps the rest.
@@ -69,3 +70,51 @@ def test_a_live_threads_clock_is_its_cpu_time(module: str) -> None:
         stop.set()
         thread.join()
     assert read(-12345) is None  # not a thread of this process
+
+
+# Threads that keep making frames, and cycles whose collection runs threading.local's dealloc
+# (it takes the runtime's list of threads): a collection that starts inside
+# sys._current_frames() deadlocks on 3.11 (hung within seconds here without the pause).
+DEADLOCK = """
+import gc, sys, threading, time
+{where}
+stop = threading.Event()
+def leaf(n):
+    return n + 1
+def work():
+    while not stop.is_set():
+        for i in range(100):
+            leaf(i)
+threads = [threading.Thread(target=work) for _ in range(3)]
+for t in threads:
+    t.start()
+class Cycle:
+    def __init__(self):
+        self.me = self
+        self.local = threading.local()
+gc.set_threshold(1)
+start = time.monotonic()
+while time.monotonic() - start < 3:
+    Cycle()
+    frames = read()
+stop.set()
+print("read", len(frames), "gc", gc.isenabled())
+"""
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="since 3.12 the collector runs only between bytecodes"
+)
+@pytest.mark.parametrize("module", ["threads", "ab_worker"])
+def test_reading_the_frames_never_hangs(module: str) -> None:
+    where = {
+        "threads": "from pytest_scalene.sampling.threads import current_frames as read",
+        "ab_worker": "from pytest_scalene.ab.worker_sampler import current_frames as read",
+    }[module]
+    code = DEADLOCK.format(where=where)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading the frames hung the process (a collection inside it)")
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().startswith("read 4 gc True"), done.stdout

@@ -15,6 +15,7 @@ worker session.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -40,7 +41,7 @@ class _Itimerspec(ctypes.Structure):  # interval and first expiry, each (sec, ns
     _fields_ = [(name, ctypes.c_long) for name in ("i_s", "i_ns", "v_s", "v_ns")]
 
 
-# The same read as sampling/cpu_sampler.py's _thread_cpu: this module imports nothing from the
+# The same read as sampling/threads.py's thread_cpu: this module imports nothing from the
 # package (the REF tree's worker may run beside another version of it).
 def thread_cpu_s(ident: int) -> float | None:
     """The CPU time of the thread `ident` (a key of sys._current_frames()), None once it has
@@ -58,6 +59,22 @@ def thread_cpu_s(ident: int) -> float | None:
         return _clock_gettime(((~native) << 3) | 6)
     except (OSError, OverflowError):
         return None
+
+
+# Before 3.12 a collection that starts inside sys._current_frames() can run a finalizer that
+# takes the lock it holds: the worker hangs (CPython gh-106883; sampling/threads.py).
+_COLLECTION_CAN_DEADLOCK = sys.version_info < (3, 12)
+
+
+def current_frames() -> dict[int, Any]:
+    """sys._current_frames(), with the cyclic collector paused around it where it must be."""
+    if not _COLLECTION_CAN_DEADLOCK or not gc.isenabled():
+        return sys._current_frames()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        gc.enable()
 
 
 class FineTimer:
@@ -184,7 +201,7 @@ class LineSampler:
             self._sampling = False
 
     def _sample_threads(self) -> None:
-        for ident, top in sys._current_frames().items():
+        for ident, top in current_frames().items():
             now = self._cpu_of(ident)
             if now is None:
                 continue
@@ -229,7 +246,7 @@ class LineSampler:
         self.inclusive = {}
         self._codes, self._kept = {}, []  # per run: the code objects kept alive stay few
         self.error = ""
-        for ident in sys._current_frames():
+        for ident in current_frames():
             now = self._cpu_of(ident)
             if now is not None:
                 self._last[ident] = now

@@ -33,8 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 
 # Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
-from sys import _current_frames, _getframe
-from time import clock_gettime as _clock_gettime
+from sys import _getframe
 from time import perf_counter  # bound now: a test may delete time.perf_counter
 from types import CodeType, FrameType
 from typing import Protocol
@@ -42,6 +41,7 @@ from typing import Protocol
 from ..core.model import LineKey, TestProfile
 from .call_sites import on_call
 from .scope import CodeScope
+from .threads import current_frames, thread_cpu
 from .timers import SamplingTimer, choose
 from .timers import _getsignal as _real_getsignal
 from .timers import _signal as _real_signal
@@ -121,24 +121,6 @@ class SampleListener(Protocol):
 
 class SignalBusy(RuntimeError):
     """The timer signal or the interval timer is already in use by the code under test."""
-
-
-def _thread_cpu(ident: int) -> float | None:
-    """The CPU time of the thread `ident` (a key of sys._current_frames()), None once it has
-    ended or when it is unknown (a thread started outside `threading`). By the clock of its
-    kernel thread id (Linux's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)): the kernel refuses
-    the id of a thread that is gone. pthread_getcpuclockid(ident) reads the thread's pthread
-    struct instead, in its stack, which is unmapped when a detached thread exits: a sampler
-    whose snapshot of the threads was a moment old crashed the process (SIGSEGV, filelock's
-    suite, 100 threads starting and ending)."""
-    thread = threading._active.get(ident)  # type: ignore[attr-defined]
-    native = getattr(thread, "native_id", None)
-    if native is None:
-        return None
-    try:
-        return _clock_gettime(((~native) << 3) | 6)
-    except (OSError, OverflowError):
-        return None
 
 
 class CpuSampler:
@@ -284,7 +266,7 @@ class CpuSampler:
         self._timer_clock = self._timer_now()
         self._until_expiry = self._expiry()
         self._thread_clock = {
-            ident: cpu for ident in _current_frames() if (cpu := _thread_cpu(ident)) is not None
+            ident: cpu for ident in current_frames() if (cpu := thread_cpu(ident)) is not None
         }
 
     def _exclude_handler_time(self, main_clock_at_entry: float) -> None:
@@ -317,7 +299,7 @@ class CpuSampler:
         # The main thread's entry is this very frame: kept, it would make a reference cycle
         # that keeps the test's frames (and their memory) alive until the next gc; _sample
         # uses the handler's frame for the main thread instead.
-        frames = _current_frames()
+        frames = current_frames()
         has_main = frames.pop(self._main_ident, None) is not None
         ordered: list[tuple[int, FrameType | None]] = list(frames.items())
         if has_main:
@@ -358,7 +340,7 @@ class CpuSampler:
         readings: dict[int, float] = {}
         unseen = user + system  # process CPU not yet charged to a known thread
         for ident, frame in self._ordered_frames():
-            now = _thread_cpu(ident)
+            now = thread_cpu(ident)
             if now is None:
                 continue
             readings[ident] = now

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
-from sys import _current_frames, _getframe
+from sys import _getframe
 from types import CodeType, FrameType, FunctionType, MethodType
 from typing import Any
 
@@ -42,6 +42,7 @@ from . import leaks, timeline
 from .cpu_sampler import CpuSampler
 from .resident import Resident
 from .scope import CodeScope
+from .threads import current_frames
 from .timers import _free_realtime_signal, _getsignal, _signal
 
 # Samples are signalled with a free real-time signal, chosen per test: a test's own handler
@@ -235,7 +236,7 @@ class MemorySampler:
     def _known_frames(self) -> dict[int, FrameType]:
         """The other threads' current frames; their code objects join the known ones, so that
         stacks captured without the GIL (addresses only) can be matched."""
-        frames = _current_frames()
+        frames = current_frames()
         # This very frame: kept in a local, it would make a reference cycle that keeps the
         # test's frames (and their memory) alive until the next gc.
         frames.pop(self._main_ident, None)
