@@ -197,9 +197,11 @@ def _pss_iterations(seconds):
 """
 
 
-def inject(directory: Path, target: Target, kind: str) -> int:
+def inject(directory: Path, target: Target, kind: str, iterations: int | None = None) -> int:
     """Edit the target function in place; returns the 1-based line of the injected statement
-    (the leak's allocation, the copy, or the spin loop)."""
+    (the leak's allocation, the copy, or the spin loop). A slowdown's spin is sized by the CPU
+    time each call took, or is `iterations` per call where given (the same work every time, as
+    a real regression adds: a spin sized by time makes an instruction count timing-dependent)."""
     path = directory / target.file
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     function = target.leak_function if kind == "leak" and target.leak_function else target.function
@@ -234,6 +236,8 @@ def inject(directory: Path, target: Target, kind: str) -> int:
             "        for _pss_i in range(_pss_iterations(_pss_spins)):\n",
             "            pass\n",
         ]
+        if iterations is not None:
+            after[3:5] = [f"        for _pss_i in range({iterations}):\n"]
         lines[start:end] = [indent + x for x in spin] + body + [indent + x for x in after]
         path.write_text("".join(lines) + "".join(tail), encoding="utf-8")
         return start + len(spin) + len(body) + len(after) - 1  # the spin loop's line
@@ -270,16 +274,12 @@ def restore(directory: Path) -> None:
 
 
 # -- measurements -------------------------------------------------------------------------------
-def real_factor(
-    directory: Path, gate: GateSuite, kind: str, rounds: int = 25
-) -> tuple[float, float]:
-    """The injected slowdown as timeit sees it: of the function itself (its inclusive time
-    within the representative call, on the thread's CPU clock) and of the whole call. In one
-    process with the slowdown turned off and on in turn (a shared machine's load moves both
-    alike): the median over rounds of the ratio of each round's best."""
-    inject(directory, gate.target, kind)
+def _timed_target(gate: GateSuite) -> str:
+    """Source that sets the representative call up as `timer` (timeit, on the thread's CPU
+    clock) with the target wrapped: `inside` holds its inclusive CPU time, the call depth and
+    the number of outermost calls."""
     owner, _, name = gate.target.function.rpartition(".")
-    code = f"""
+    return f"""
 import statistics, sys, time, timeit
 {gate.target.timeit_setup}
 module = sys.modules[{gate.target.module!r}]
@@ -287,7 +287,7 @@ owner = module
 for part in {owner!r}.split(".") if {owner!r} else ():
     owner = getattr(owner, part)
 original = owner.__dict__[{name!r}]
-inside = [0.0, 0]  # inclusive CPU time in the function, depth
+inside = [0.0, 0, 0]  # inclusive CPU time in the function, depth, outermost calls
 
 def timed(*args, **kwargs):
     inside[1] += 1
@@ -298,6 +298,7 @@ def timed(*args, **kwargs):
         inside[1] -= 1
         if not inside[1]:
             inside[0] += time.thread_time() - start
+            inside[2] += 1
 
 setattr(owner, {name!r}, timed)
 for other in list(sys.modules.values()):  # names bound by `from ... import`
@@ -308,6 +309,36 @@ for other in list(sys.modules.values()):  # names bound by `from ... import`
             setattr(other, key, timed)
 timer = timeit.Timer({gate.target.timeit_call!r}, globals=globals(), timer=time.thread_time)
 number = max(1, int(0.02 / min(timer.repeat(repeat=3, number=1))))
+"""
+
+
+def _run_python(directory: Path, gate: GateSuite, code: str) -> list[float]:
+    env = dict(os.environ, PYTHONPATH=str(directory / gate.suite.pythonpath))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        restore(directory)
+    return [float(x) for x in done.stdout.split()]
+
+
+def real_factor(
+    directory: Path, gate: GateSuite, kind: str, rounds: int = 25, iterations: int | None = None
+) -> tuple[float, float]:
+    """The injected slowdown as timeit sees it: of the function itself (its inclusive time
+    within the representative call, on the thread's CPU clock) and of the whole call. In one
+    process with the slowdown turned off and on in turn (a shared machine's load moves both
+    alike): the median over rounds of the ratio of each round's best."""
+    inject(directory, gate.target, kind, iterations)
+    code = (
+        _timed_target(gate)
+        + f"""
 calls, functions = [], []
 for _ in range({rounds}):
     call, function = [], []
@@ -324,20 +355,40 @@ for _ in range({rounds}):
     functions.append(function[1] / function[0])
 print(statistics.median(functions), statistics.median(calls))
 """
-    env = dict(os.environ, PYTHONPATH=str(directory / gate.suite.pythonpath))
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=directory,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    finally:
-        restore(directory)
-    function, call = (float(x) for x in done.stdout.split())
+    )
+    function, call = _run_python(directory, gate, code)
     return function, call
+
+
+def fixed_iterations(directory: Path, gate: GateSuite, kind: str) -> int:
+    """The spin's iterations per call that make the function `factor` times slower in the
+    representative call, as timeit reads it: the same work in every call."""
+    factor = float(kind.split("-", 1)[1])
+    restore(directory)
+    code = (
+        _timed_target(gate)
+        + """
+def spin(n):  # as the injected loop runs: in a function, on a local
+    for _pss_i in range(n):
+        pass
+
+per_call, rates = [], []
+for _ in range(15):
+    inside[0], inside[2] = 0.0, 0
+    timer.timeit(number)
+    per_call.append(inside[0] / max(1, inside[2]))
+    start = time.thread_time()
+    spin(200_000)
+    rates.append(200_000 / (time.thread_time() - start))
+print(statistics.median(per_call), statistics.median(rates))
+"""
+    )
+    per_call, rate = _run_python(directory, gate, code)
+    first = max(1, round((factor - 1) * per_call * rate))
+    # Scaled once by what timeit reads with it in place (the injected loop and the function's
+    # own time do not compare exactly: the try/finally around the body, its clock reads).
+    read = real_factor(directory, gate, kind, rounds=9, iterations=first)[0]
+    return max(1, round(first * (factor - 1) / max(read - 1, 0.01)))
 
 
 SHARE_PLUGIN = """
@@ -496,6 +547,9 @@ MODE_ARGS = {
     ),
 }
 HISTORY_RUNS = 5  # recorded before the first judged run
+# Modes whose slowdowns spin a fixed count per call: a count is judged only where it is the
+# same in two counting sessions, and a spin sized by each call's CPU time is not.
+FIXED_SPIN_MODES = ("instructions",)
 
 
 @dataclass
@@ -509,6 +563,9 @@ class ModeResult:
     rc_unchanged: list[int | None] = field(default_factory=list)
     cost: float = 0.0  # wall time of one judged run over plain pytest's
     caught: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # kind: caught, named, of
+    # kind: the spin's iterations per call and the function's factor by timeit, where the
+    # injection was a fixed count (FIXED_SPIN_MODES)
+    fixed: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def run_mode(
@@ -547,7 +604,12 @@ def run_mode(
     if mode == "stored" and gate.target.copy:
         kinds.append("copy")  # copy volume is judged against stored figures only
     for kind in kinds:
-        inject(directory, gate.target, kind)
+        iterations = None
+        if mode in FIXED_SPIN_MODES and kind.startswith("slow-"):
+            iterations = fixed_iterations(directory, gate, kind)
+            factor = real_factor(directory, gate, kind, iterations=iterations)[0]
+            result.fixed[kind] = (iterations, factor)
+        inject(directory, gate.target, kind, iterations)
         try:
             run = pytest_run(directory, gate, compare, nodeids)
         finally:
@@ -628,7 +690,8 @@ def markdown(
         c12, c15 = r.caught.get("slow-1.2", (0, 0, 0)), r.caught.get("slow-1.5", (0, 0, 0))
         copy = r.caught.get("copy")
         rows.append(
-            f"| {r.suite} | {r.mode} ({r.tests or 'all'} tests) | {r.unchanged_runs} | "
+            f"| {r.suite} | {r.mode} ({r.tests or 'all'} tests{', fixed spin' if r.fixed else ''}) "
+            f"| {r.unchanged_runs} | "
             f"{len(r.false_failures)}{_statuses(r.rc_unchanged)} | "
             f"{r.not_judged} | {c12[0]} / {c12[1]} / {c12[2]} | {c15[0]} / {c15[1]} / {c15[2]} | "
             f"{r.cost:.1f}x | {f'{copy[0]} / {copy[2]}' if copy else 'n/a'} |"
@@ -649,6 +712,11 @@ def markdown(
             f"({leak.get('line', '')}) | {len(leak.get('unchanged_flagged', []))} |"
         )
     for r in results:
+        for kind, (iterations, factor) in r.fixed.items():
+            rows.append(
+                f"\n- {r.suite} {r.mode} {kind}: a fixed spin of {iterations} iterations per "
+                f"call, {factor:.2f}x the function by timeit"
+            )
         for failure in r.false_failures[:5]:
             rows.append(f"\n- {r.suite} {r.mode} false failure: {failure}")
     return "\n".join(rows) + "\n"
