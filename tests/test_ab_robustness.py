@@ -4,9 +4,11 @@ behaviour (a dying worker's note, the run's exit status) is in test_compare_ref.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -273,3 +275,32 @@ def test_only_tests_with_nothing_to_compare_with_are_not_failures_to_judge():
     )
     assert not ab_session.comparable(ab_session.NOT_COMPARABLE[1])
     assert ab_session.comparable("not judged: it failed on the baseline side (boom)")
+
+
+def test_a_sample_keeps_no_frame_alive(tmp_path):
+    """What a test deletes is gone at once, sampled or not (filelock checks that a deleted
+    lock leaves its registry): the sampler's own frame, bound in the handler, made a cycle
+    that kept the interrupted frames and their locals alive until a collection."""
+    sampler = worker_sampler.LineSampler(str(tmp_path))
+
+    class Lock:
+        pass
+
+    def make_and_sample() -> weakref.ref:
+        lock = Lock()
+        sampler._sample(0, None)  # as a signal arriving here
+        return weakref.ref(lock)
+
+    was_enabled = gc.isenabled()
+    gc.disable()  # only reference counts may free it
+    try:
+        sampler.start()
+        try:
+            gone = make_and_sample()
+        finally:
+            sampler.stop()
+        assert sampler.error == ""
+        assert gone() is None, gc.get_referrers(gone())
+    finally:
+        if was_enabled:
+            gc.enable()

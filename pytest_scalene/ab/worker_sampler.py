@@ -193,15 +193,21 @@ class LineSampler:
             return
         self._sampling = True
         try:
-            self._sample_threads()
+            self._sample_threads(frame if frame is not None else sys._getframe(1))
         except Exception as exc:
             if not self.error:
                 self.error = _error(exc) + _where(exc.__traceback__)
         finally:
             self._sampling = False
 
-    def _sample_threads(self) -> None:
-        for ident, top in current_frames().items():
+    def _sample_threads(self, interrupted: Any) -> None:
+        # This thread's entry is this very frame: bound to `top`, it would hold itself (a
+        # cycle) and, through f_back, the interrupted frames and their locals until the next
+        # collection (filelock's test that a deleted lock is gone failed so in every worker).
+        # The interrupted frame stands in for it.
+        frames = current_frames()
+        frames[threading.get_ident()] = interrupted
+        for ident, top in frames.items():
             now = self._cpu_of(ident)
             if now is None:
                 continue
