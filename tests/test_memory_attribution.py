@@ -214,3 +214,35 @@ def test_what_a_handler_allocates_is_no_lines(pytester: pytest.Pytester) -> None
     assert 59.5 <= line_at(test, path, "# ALLOCATE")["peak_mb"] <= 61, test["lines"]
     after = [ln for ln in test["lines"] if ln["line"] == _number(path, "# AFTER")]
     assert all(ln.get("peak_mb", 0) < 59 for ln in after), after
+
+
+# A handler that allocates a sampling step's worth in every drain: each drain makes a sample
+# whose signal arrives within that drain.
+EVERY_DRAIN_CONFTEST = r"""
+from pytest_scalene.sampling import memory_sampler
+
+kept = []
+drain = memory_sampler.MemorySampler._drain
+
+
+def drain_and_allocate(self, frame):
+    if frame is not None:
+        kept.append(bytearray(3 << 20))
+    drain(self, frame)
+
+
+memory_sampler.MemorySampler._drain = drain_and_allocate
+"""
+
+
+def test_a_drain_that_allocates_does_not_recurse(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(EVERY_DRAIN_CONFTEST)
+    pytester.makepyfile(test_handler=HANDLER_SUITE)
+    out = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess(
+        "--profile", "--profile-exclude=conftest.py", f"--profile-json={out}", *QUICK
+    )
+    result.assert_outcomes(passed=1)
+    assert "memory sampler stopped" not in result.stdout.str()  # RecursionError before
+    test = json.loads(out.read_text())["tests"]["test_handler.py::test_peak_then_handler"]
+    assert test["peak_mb"] >= 60, test

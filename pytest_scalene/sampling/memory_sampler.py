@@ -88,6 +88,7 @@ class MemorySampler:
         self.note = note
         self._main_ident = threading.main_thread().ident
         self._active = False
+        self._draining = False  # in _on_signal
         self._previous_handler: Any = None
         self.signum: int = SIGNAL
         # Code objects seen in captured stacks, by address, held so that their addresses stay
@@ -173,14 +174,19 @@ class MemorySampler:
 
     # -- samples -----------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if not self._active:
+        # Python runs a handler again within itself when a signal comes meanwhile: a drain that
+        # allocates past a sampling step would recurse. Its samples wait for the next drain.
+        if not self._active or self._draining:
             return
+        self._draining = True
         try:
             self._drain(frame)
         except Exception as exc:  # the profiler must never break the test
             self.native.disarm()
             self._active = False
             self.note(f"memory sampler stopped after an internal error: {exc!r}")
+        finally:
+            self._draining = False
 
     def _drain(self, main_frame: FrameType | None) -> None:
         samples = self.native.take_samples()
