@@ -290,10 +290,11 @@ class MemorySampler:
     ) -> tuple[tuple[LineKey, int] | None, bool]:
         """The innermost profiled frame of a stack the shim captured in the sampling thread,
         and whether the whole stack was seen (then no profiled frame means none was running)."""
-        if any((c if isinstance(c, int) else id(c)) in _HANDLER_ADDRESSES for c, _ in stack):
-            return None, True  # allocated by the profiler's own handler: no line's doing
         whole = 0 < len(stack) < self.native.WHERE_DEPTH
         for code, lineno in stack:
+            # A handler's frame sits above the frame it interrupted: met first, innermost out
+            if (code if isinstance(code, int) else id(code)) in _HANDLER_ADDRESSES:
+                return None, True  # allocated by the profiler's own handler: no line's doing
             if isinstance(code, int):  # captured without the GIL: an address only
                 # Only a code object held here can be named: an address alone may be reused.
                 address = code
