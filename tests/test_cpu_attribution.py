@@ -8,6 +8,7 @@ checked on synthetic signal delays."""
 from __future__ import annotations
 
 import dis
+import resource
 import sys
 from types import SimpleNamespace
 
@@ -139,3 +140,25 @@ def test_the_stretch_before_the_expiry_is_split_by_both_ends_of_the_interval():
 def test_back_to_back_native_calls_are_all_native():
     shares = python_shares([(0.01, 0.009), (0.01, 0.009), (0.01, 0.008)])
     assert shares[1:] == pytest.approx([0.0, 0.0])
+
+
+def test_a_handler_that_spent_its_time_in_the_kernel_leaves_no_negative_share(tmp_path):
+    """The handler's own time is taken off the process's user time; where it was spent in the
+    kernel, the next reading's user time is below zero and its system time above the total:
+    the header read 'python -136% native -139% system 374%'."""
+    (tmp_path / "calls.py").write_text("import time\n" + CALLS)
+    module = load_module("calls_kernel", tmp_path / "calls.py")
+    profile = TestProfile("calls")
+    sampler = CpuSampler(CodeScope(tmp_path), 10.0)  # no timer sample: the one below only
+    sampler.start(profile)
+    try:
+        module.calls(0.05)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        sampler._user = usage.ru_utime + 0.01  # 10 ms of kernel time taken off as user time
+        sampler._system = usage.ru_stime - 0.02
+        sampler._sample(sys._getframe())
+    finally:
+        sampler.stop()
+    figures = [(profile.cpu_python_s, profile.cpu_native_s, profile.cpu_system_s)]
+    figures += [(s.cpu_python_s, s.cpu_native_s, s.cpu_system_s) for s in profile.lines.values()]
+    assert profile.cpu_s > 0 and all(f >= 0 for row in figures for f in row), figures
