@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ import pytest
 from .ab import plugin as ab_plugin
 from .ab import session as ab_session
 from .ab.git_tree import saved_from
+from .benchmark import fixture as benchmark_fixture
+from .benchmark.calls import BenchmarkCalls
 from .children import agent as child_agent
 from .children import collector as child_profiles
 from .config import flag_conflicts, ini_options
@@ -71,6 +73,7 @@ class Run:
     history: History | None = None  # --profile-history
     unjudged: dict[str, int] | None = None  # per gate, once the session ends
     unjudged_status: int | None = None  # EXIT_UNJUDGED, when the run fails for them
+    benchmark: BenchmarkCalls = field(default_factory=BenchmarkCalls)  # the fixture's calls
 
 
 RUN_KEY = pytest.StashKey[Run]()
@@ -102,6 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{runenv.MARKER}(**limits): profile this test and fail it when a limit is exceeded "
         "(see pytest-scalene's docs/budgets.md)",
     )
+    benchmark_fixture.register(config)  # where neither pytest-benchmark nor codspeed does
     if runenv.in_counting_session():
         child_plugin.register(config)  # the child session under valgrind: no profiling here
         return
@@ -133,6 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
         Selection(config, profiler, gate_options),
         ab,
     )
+    profiler.collectors.insert(0, run.benchmark)  # first in, last out: after memory's figures
     if run.selection.recorder is not None:  # records each profiled test's code map
         config.pluginmanager.register(run.selection, "pytest-scalene-selection")
     history = HistoryOptions.from_config(config)
@@ -180,6 +185,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         return (yield)
     run.gates.before_call(item)  # a wrong perf_budget marker fails the test before it runs
     run.gates.in_call.add(item.nodeid)
+    run.benchmark.watch(item)  # a benchmark test is measured per call of its function
     try:
         run.gpu.ensure()  # loads NVML once, at the first profiled test
         with run.profiler.profiling(item.nodeid):
@@ -189,6 +195,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         run.gates.after_call(item)  # --profile-repeat, then confirms one against the baseline
         return result
     finally:
+        run.benchmark.unwatch()
         run.gates.in_call.discard(item.nodeid)
 
 

@@ -200,6 +200,15 @@ def _extra_keys() -> set[str]:
             and isinstance(node.target, ast.Name)
             and isinstance(node.iter, ast.Tuple)
         }
+        # `for name in NAMES:` over a tuple of keys defined in some module of the package
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.For)
+                and isinstance(node.target, ast.Name)
+                and isinstance(node.iter, ast.Name)
+                and (keys := _tuple_constant(node.iter.id)) is not None
+            ):
+                loops[node.target.id] = keys
         # `for name, value in other.extra.items(): extra[name] = ...` copies keys written elsewhere
         for node in ast.walk(tree):
             if (
@@ -226,6 +235,19 @@ def _extra_keys() -> set[str]:
             ):
                 found |= _strings(node.args[0], constants, loops)
     return found
+
+
+def _tuple_constant(name: str) -> list[str] | None:
+    """The strings of a module-level `NAME = ("a", "b")` anywhere in the package."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if (
+                isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == [name]
+                and isinstance(node.value, ast.Tuple)
+            ):
+                return [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+    return None
 
 
 def _is_extra(node: ast.AST) -> bool:

@@ -14,6 +14,10 @@ controller (workers.py, pairs.py) over two pipes, one JSON object a line:
 A command that raises is answered {"failed": "Error: text (at file:line function <- ...)",
 "traceback": TEXT} and the worker goes on serving; the controller raises WorkerError with it.
 
+A test that uses the `benchmark` fixture (pytest-benchmark's, pytest-codspeed's, or the stand-in
+below where neither is installed) is timed per call of the function it gives the fixture: each
+call phase calls it once, and "cpu_s" is the CPU time of those calls alone (BenchmarkCalls).
+
 "run" collects garbage, then runs the set-up test's call phase K times (pytest's
 `pytest_runtest_call` hooks, the fixture values of the setup) and replies with the process CPU
 time they took and, per function of the tree, the sampled CPU time of that run and the samples
@@ -108,6 +112,67 @@ def _report_error(report: pytest.TestReport) -> str:
     return text[-1][:300] if text else report.outcome
 
 
+class BenchmarkCalls:
+    """The set-up test's `benchmark` fixture, made to time one call of its function per use
+    (pedantic's setup and teardown untimed), never pytest-benchmark's rounds."""
+
+    def __init__(self, fixture: Any) -> None:
+        self.fixture, self.base = fixture, type(fixture)
+        self.cpu_s, self.calls = 0.0, 0
+        timed = self.timed
+
+        def call(_: Any, function: Any, *args: Any, **kwargs: Any) -> Any:
+            return timed(function, args, kwargs)
+
+        def pedantic(
+            _: Any,
+            target: Any,
+            args: Any = (),
+            kwargs: Any = None,
+            setup: Any = None,
+            teardown: Any = None,
+            **_rounds: Any,
+        ) -> Any:
+            if setup is not None and (made := setup()):
+                args, kwargs = made
+            result = timed(target, args, kwargs or {})
+            if teardown is not None:
+                teardown(*args, **(kwargs or {}))
+            return result
+
+        methods = {"__call__": call, "pedantic": pedantic, "__module__": self.base.__module__}
+        fixture.__class__ = type(self.base.__name__, (self.base,), methods)
+
+    def timed(self, function: Any, args: Any, kwargs: Any) -> Any:
+        started = time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            self.cpu_s += time.process_time() - started
+            self.calls += 1
+
+    def undo(self) -> None:
+        self.fixture.__class__ = self.base
+
+
+class StandInBenchmark:
+    """The `benchmark` fixture where no plugin provides one (pytest-scalene's own is off here)."""
+
+    @pytest.fixture
+    def benchmark(self) -> Any:
+        class Benchmark:  # BenchmarkCalls gives it its call and pedantic
+            def __init__(self) -> None:
+                self.extra_info: dict[str, Any] = {}
+
+            def __call__(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+                return function(*args, **kwargs)
+
+            def pedantic(self, target: Any, *args: Any, **kwargs: Any) -> Any:
+                raise NotImplementedError
+
+        return Benchmark()
+
+
 class Worker:
     def __init__(self, config: pytest.Config) -> None:
         read_fd, write_fd = (int(fd) for fd in os.environ[FDS_ENV].split(","))
@@ -138,6 +203,7 @@ class Worker:
             }
         )
         self.item: Any = None
+        self.benchmark: BenchmarkCalls | None = None
         while True:
             message = self.channel.receive()
             command = message.get("cmd")
@@ -161,12 +227,16 @@ class Worker:
                 item._initrequest()
             report = call_and_report(item, "setup", log=False)
             self.sampler.counts = {}
+            fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
+            self.benchmark = BenchmarkCalls(fixture) if hasattr(fixture, "pedantic") else None
             return {"outcome": report.outcome, "error": _report_error(report)}
         if command == "run":
             return self._run(self.item, int(message.get("inner", 1)), message.get("freeze", True))
         if command == "lines":
             return {"lines": self.sampler.take()}
         item = self.item  # teardown
+        if self.benchmark is not None:
+            self.benchmark.undo()
         following = items.get(message.get("next") or "")
         gc.unfreeze()  # what the runs kept goes back to the collector
         report = call_and_report(item, "teardown", log=False, nextitem=following)
@@ -192,6 +262,8 @@ class Worker:
             gc.unfreeze()
             gc.collect()
         self.sampler.start()
+        if self.benchmark is not None:
+            self.benchmark.cpu_s, self.benchmark.calls = 0.0, 0
         started = time.process_time()
         try:
             for _ in range(inner):
@@ -207,6 +279,8 @@ class Worker:
         finally:
             cpu_s = time.process_time() - started
             self.sampler.stop()
+        if self.benchmark is not None and self.benchmark.calls:
+            cpu_s = self.benchmark.cpu_s  # the benchmarked function's calls alone
         found: dict[str, Any] = {"cpu_s": cpu_s, "outcome": outcome, "error": error}
         found["functions"] = self.sampler.take_run()
         found["inclusive"] = self.sampler.take_inclusive()
@@ -218,3 +292,5 @@ class Worker:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf_budget(**limits): pytest-scalene budget")
     config.pluginmanager.register(Worker(config), "pytest-scalene-ab-worker")
+    if not any(config.pluginmanager.hasplugin(name) for name in ("benchmark", "codspeed")):
+        config.pluginmanager.register(StandInBenchmark(), "pytest-scalene-ab-benchmark")

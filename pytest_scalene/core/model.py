@@ -13,6 +13,10 @@ from typing import Any
 from .verdict import Verdict
 
 SCHEMA_VERSION = 1
+# TestProfile.extra: the CPU, allocated and copied figures are per call of the function a test
+# gave to the `benchmark` fixture, divided by this many calls (benchmark/calls.py).
+CALLS_KEY = "benchmark_calls"
+PER_CALL_EXTRA = ("alloc_mb", "copy_mb")  # the `extra` figures so divided: counted totals
 
 
 @dataclass(frozen=True, order=True)
@@ -52,6 +56,12 @@ class TestProfile:
     @property
     def cpu_s(self) -> float:
         return self.cpu_python_s + self.cpu_native_s + self.cpu_system_s
+
+    @property
+    def calls(self) -> int:
+        """The calls its figures are divided by (CALLS_KEY); 0 for a test measured whole."""
+        calls = self.extra.get(CALLS_KEY)
+        return calls if isinstance(calls, int) and calls > 0 else 0
 
     def line(self, key: LineKey, function_line: int = 0) -> LineStats:
         stats = self.lines.get(key)

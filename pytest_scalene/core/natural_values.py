@@ -114,3 +114,12 @@ def parse_fraction(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"expected a fraction >= 0 such as 0.1 or 10%, got {text!r}")
     return value
+
+
+def format_seconds(value: float) -> str:
+    """'1.25 s', and for under 10 ms (a call of a benchmarked function) '2.41 ms', '310 us'."""
+    if value == 0 or abs(value) >= 0.01:
+        return f"{value:.2f} s"
+    if abs(value) >= 1e-4:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.3g} us"

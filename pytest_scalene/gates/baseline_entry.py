@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.model import TestProfile
 from ..core.source import source_line, source_path
-from .baseline_store import DIGITS, LineEntry, TestEntry
+from .baseline_store import DIGITS, LineEntry, TestEntry, rounded
 from .metrics import COMPARED
 
 TEXT_LIMIT = 160  # longer source lines are stored shortened, with a hash of the whole text
@@ -41,10 +41,12 @@ def cpu_distribution(profile: TestProfile) -> dict[str, float]:
     times = sorted(float(t) for t in runs) if isinstance(runs, list) and runs else []
     times = times or [profile.cpu_s]
     span = profile.extra.get("cpu_runs_span_s", profile.elapsed_s)
+    calls = {"calls": profile.calls} if profile.calls else {}  # benchmark tests: per call
     return {
-        "min": round(times[0], DIGITS),
-        "median": round(statistics.median(times), DIGITS),
-        "p90": round(times[min(len(times) - 1, math.ceil(0.9 * len(times)) - 1)], DIGITS),
+        **calls,
+        "min": rounded(times[0]),
+        "median": rounded(statistics.median(times)),
+        "p90": rounded(times[min(len(times) - 1, math.ceil(0.9 * len(times)) - 1)]),
         "span_s": round(float(span), DIGITS),
         "runs": len(times),
     }
@@ -52,13 +54,11 @@ def cpu_distribution(profile: TestProfile) -> dict[str, float]:
 
 def entry_from_profile(profile: TestProfile, rootdir: str, commit: str = "") -> TestEntry:
     """The compared metrics of a test and of each line that has any of them."""
-    metrics = {m.name: round(v, DIGITS) for m in COMPARED if (v := m.of_test(profile)) is not None}
+    metrics = {m.name: rounded(v) for m in COMPARED if (v := m.of_test(profile)) is not None}
     lines = []
     for key in sorted(profile.lines):
         stats = profile.lines[key]
-        values = {
-            m.name: round(v, DIGITS) for m in COMPARED if (v := m.of_line(stats)) is not None and v
-        }
+        values = {m.name: rounded(v) for m in COMPARED if (v := m.of_line(stats)) is not None and v}
         if values:
             offset = key.line - stats.function_line if stats.function_line else key.line
             text = _source_line(rootdir, key.file, key.line)

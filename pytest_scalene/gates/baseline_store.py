@@ -24,6 +24,16 @@ from ..core.natural_values import is_number
 BASELINE_SCHEMA = 1
 KIND = "pytest-scalene baseline"
 DIGITS = 6
+
+
+def rounded(value: float) -> float:
+    """A figure as stored: DIGITS decimals, and at least 4 significant digits below 0.01 (a
+    benchmarked function's CPU seconds per call: benchmark/calls.py)."""
+    if value == 0 or abs(value) >= 0.01:
+        return round(value, DIGITS)
+    return float(f"{value:.4g}")
+
+
 CODE_MAP_FILE = "code-map.json"  # beside the baselines: which code each test ran
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.model import TestProfile
+from ..core.model import PER_CALL_EXTRA, TestProfile
 from ..core.natural_values import (
     BudgetError,
     finite_number,
@@ -154,10 +154,13 @@ def _check_one(
     if metric.name == "leaks":
         return _leak_result(profile, round(value))
     assert not isinstance(limit, bool)
+    label = metric.label
+    if profile.calls and (metric.name in PER_CALL_EXTRA or metric.unit == "s"):
+        label += " per call"  # a benchmark test's (benchmark/calls.py)
     if value <= limit:
-        message = f"{metric.label} {metric.format(value)} <= budget {metric.format_limit(limit)}"
+        message = f"{label} {metric.format(value)} <= budget {metric.format_limit(limit)}"
         return Verdict(BUDGET, metric.name, limit, value, True, message)
-    message = f"{metric.label} {metric.format(value)} > budget {metric.format_limit(limit)}"
+    message = f"{label} {metric.format(value)} > budget {metric.format_limit(limit)}"
     top = top_line(profile, metric)
     line = where(top[0]) if top else None
     if top:

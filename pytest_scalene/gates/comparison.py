@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..config.options import DEFAULT_TOLERANCE
+from ..core.model import PER_CALL_EXTRA
 from .baseline_store import LineEntry, TestEntry
 from .findings import JUDGED, Comparison, Finding
 from .line_matching import match_lines, where
@@ -57,6 +58,9 @@ class NoiseRule:
     gpu_floor_mb: float = GPU_FLOOR_MB
     line_share: float = LINE_SHARE
     interval_s: float = 0.01  # the CPU time one sample weighs: the size of its error
+    # A benchmark test's figures are per call, over this many (benchmark/calls.py): its CPU
+    # floor and sampling error, and its counted totals' steps, are the test's over the calls.
+    calls: float = 1.0
 
     @classmethod
     def for_run(
@@ -69,6 +73,9 @@ class NoiseRule:
             interval_s=max(MIN_SAMPLE_S, interval_s),
         )
 
+    def per_call(self, calls: float) -> NoiseRule:
+        return replace(self, calls=calls) if calls >= 1 else self
+
     def tolerance_for(self, metric: str) -> float:
         if self.tolerance is not None:
             return self.tolerance
@@ -77,12 +84,14 @@ class NoiseRule:
     def floor(self, metric: str) -> float:
         """The smallest growth of `metric` that can count as a regression, whatever its value."""
         if metric == "cpu_s":
-            return self.cpu_floor_s
+            return self.cpu_floor_s / self.calls
         if metric == "gpu_peak_mb":
             return self.gpu_floor_mb
         if metric == "instructions":
             return INSTRUCTIONS_FLOOR
         step = METRICS[metric].step_thresholds * self.memory_floor_mb
+        if metric in PER_CALL_EXTRA:
+            return max(self.memory_floor_mb, step) / self.calls
         return max(self.memory_floor_mb, step)
 
     def sampling_growth(self, metric: str, before: float) -> float:
@@ -90,7 +99,7 @@ class NoiseRule:
         of two sampled figures, before and before + d: d = z * sqrt(dt * (2 * before + d))."""
         if metric != "cpu_s" or self.interval_s <= 0:
             return 0.0
-        z2dt = CPU_ERRORS**2 * self.interval_s
+        z2dt = CPU_ERRORS**2 * self.interval_s / self.calls
         return (z2dt + math.sqrt(z2dt**2 + 8 * z2dt * max(0.0, before))) / 2
 
     def least_growth(self, metric: str, before: float) -> float:
@@ -111,6 +120,7 @@ def compare(
 ) -> Comparison:
     """Judge `current` against `baseline`; the findings name the metric, both values, the line.
     Metrics in `skip` are not judged (the CPU time, when instructions are counted)."""
+    rule = rule.per_call(current.cpu.get("calls", 1.0))  # a benchmark test's: per call
     pairs, by_offset, new, vanished = match_lines(baseline.lines, current.lines)
     result = Comparison(
         matched_by_text=len(pairs) - by_offset,

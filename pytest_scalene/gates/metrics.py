@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.model import LineKey, LineStats, TestProfile
-from ..core.natural_values import float_or_none
+from ..core.natural_values import float_or_none, format_seconds
 from ..sampling.memory_sampler import COPY_STEP_THRESHOLDS
 
 # The shim samples the footprint each time it moves by a threshold drawn uniformly in
@@ -96,7 +96,7 @@ class Metric:
     def format(self, value: float, unit: str | None = None) -> str:
         unit = self.unit if unit is None else unit
         if unit == "s":
-            return f"{value:.2f} s"
+            return format_seconds(value)
         if unit in ("MB", "MB/s"):
             return f"{value:.1f} {unit}"
         if unit == "leaks":
@@ -108,7 +108,7 @@ class Metric:
         return f"{value:.2f}"
 
     def format_limit(self, value: float) -> str:
-        if self.unit == "instructions":
+        if self.unit == "instructions" or (self.unit == "s" and 0 < value < 0.01):
             return self.format(value)
         return f"{value:g} {self.unit}" if self.unit not in ("", "leaks") else f"{value:g}"
 

@@ -7,6 +7,10 @@ would land in whichever test crossed its threshold). The hash seed is pinned by 
 (PYTHONHASHSEED=0). pytest-scalene's own plugin stays inert in this session (it sees
 runenv.COUNTING_ENV, and registers this plugin instead), so
 neither the allocator shim nor the sampler runs.
+
+A test that uses the `benchmark` fixture is counted for one call of the benchmarked function,
+after one warm-up call (its first call fills caches and imports): the fixture calls it itself
+(benchmark_count.py), never pytest-benchmark's calibration, under valgrind.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import sys
 from collections.abc import Generator
 
 import pytest
+
+from .benchmark_count import count_one_call
 
 RESULTS_ENV = "PYTEST_SCALENE_COUNT_RESULTS"
 LABEL_PREFIX = "pytest-scalene#"
@@ -42,13 +48,17 @@ class CountingPlugin:
         gc.collect()
         was_enabled = gc.isenabled()
         gc.disable()
+        one_call = count_one_call(item, label)  # a benchmark test: its dumps are its own
         _callgrind.start()
         try:
             result = yield
             self.tests[label]["outcome"] = "passed"
             return result
         finally:
-            _callgrind.stop_and_dump(label)
+            if one_call is None or not one_call.dumped:
+                _callgrind.stop_and_dump(label)
+            if one_call is not None:
+                one_call.undo()
             if was_enabled:
                 gc.enable()
 

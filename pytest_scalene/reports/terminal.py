@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.model import LineKey, LineStats, SessionProfile, TestProfile
-from ..core.natural_values import number_or_zero
+from ..core.natural_values import format_seconds, number_or_zero
 from ..core.source import source_line
 from ..core.verdict import BUDGET, REGRESSION, Verdict
 from .leak_lines import describe_held, describe_leak, held
@@ -255,7 +255,9 @@ def _verdict_kind(verdict: Verdict) -> str:
 def _header(profile: TestProfile, width: int) -> list[str]:
     out = [fit(f"{profile.nodeid}  [{profile.outcome}]", width, keep_end=True)]
     cpu = profile.cpu_s
-    figures = [f"time {profile.elapsed_s:.2f} s", f"cpu {cpu:.2f} s"]
+    figures = [f"time {profile.elapsed_s:.2f} s", f"cpu {format_seconds(cpu)}"]
+    if profile.calls:  # benchmark/calls.py: CPU figures per call of the function
+        figures[-1] += f" per call ({profile.calls} calls)"
     if cpu > 0:
         figures[-1] += (
             f" (python {100 * profile.cpu_python_s / cpu:.0f}%"

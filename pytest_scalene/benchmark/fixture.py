@@ -1,0 +1,133 @@
+"""A `benchmark` fixture compatible with pytest-benchmark's (a call, `pedantic`, `extra_info`),
+registered where neither pytest-benchmark nor pytest-codspeed provides one, so that a suite
+written for them runs and is gated without them. It measures nothing itself: it calls the
+function, once unprofiled, and under the profiler for at least PROFILED_TIME_S, so that the
+per-call figures rest on samples (calls.py divides the profile by the calls)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+PLUGIN_NAME = "pytest-scalene-benchmark-fixture"
+# The plugins that provide a `benchmark` fixture of their own (their entry points' names).
+PROVIDERS = ("benchmark", "codspeed")
+PROFILED_TIME_S = 0.2  # 20 samples at the default interval
+MAX_PROFILED_CALLS = 1_000_000
+
+
+class Benchmark:
+    """The fixture's value: `benchmark(fn, *args, **kwargs)` and `benchmark.pedantic(...)` call
+    the function and return its result, as pytest-benchmark's do."""
+
+    def __init__(self, name: str) -> None:
+        self.name = self.fullname = name
+        self.group: str | None = None
+        self.extra_info: dict[str, Any] = {}
+        self.stats = None
+        self.disabled = False
+        self.min_time_s = 0.0  # set by the profiler (calls.py): keep calling this long
+
+    @property
+    def enabled(self) -> bool:
+        return not self.disabled
+
+    def __call__(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        result = function(*args, **kwargs)
+        for _ in self._more_rounds():
+            result = function(*args, **kwargs)
+        return result
+
+    def pedantic(
+        self,
+        target: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        setup: Callable[[], Any] | None = None,
+        teardown: Callable[..., Any] | None = None,
+        rounds: int = 1,
+        warmup_rounds: int = 0,
+        iterations: int = 1,
+    ) -> Any:
+        _check_pedantic(rounds, warmup_rounds, iterations, setup is not None)
+        for _ in range(warmup_rounds):
+            self._round(target, args, kwargs, setup, teardown, iterations)
+        result = None
+        for _ in range(rounds):
+            result = self._round(target, args, kwargs, setup, teardown, iterations)
+        for _ in self._more_rounds():
+            result = self._round(target, args, kwargs, setup, teardown, iterations)
+        return result
+
+    def _round(
+        self,
+        target: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None,
+        setup: Callable[[], Any] | None,
+        teardown: Callable[..., Any] | None,
+        iterations: int,
+    ) -> Any:
+        args, kwargs = arguments(args, kwargs, setup)
+        result = None
+        for _ in range(iterations):
+            result = target(*args, **kwargs)
+        if teardown is not None:
+            teardown(*args, **kwargs)
+        return result
+
+    def _more_rounds(self) -> Iterator[None]:
+        """Under the profiler, more rounds until min_time_s has passed since the first ended."""
+        if self.min_time_s <= 0:
+            return
+        end = time.perf_counter() + self.min_time_s
+        for _ in range(MAX_PROFILED_CALLS):
+            if time.perf_counter() >= end:
+                return
+            yield
+
+
+def arguments(
+    args: tuple[Any, ...], kwargs: dict[str, Any] | None, setup: Callable[[], Any] | None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A pedantic round's arguments: setup's, when it returns (args, kwargs), else the given."""
+    kwargs = dict(kwargs or {})
+    if setup is not None:
+        made = setup()
+        if made:
+            if args or kwargs:
+                raise TypeError("Can't use `args` or `kwargs` if `setup` returns the arguments.")
+            args, kwargs = made
+    return tuple(args), dict(kwargs)
+
+
+def _check_pedantic(rounds: int, warmup_rounds: int, iterations: int, has_setup: bool) -> None:
+    """pytest-benchmark's own checks, with its messages."""
+    if not isinstance(iterations, int) or iterations < 1:
+        raise ValueError("Must have positive int for `iterations`.")
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError("Must have positive int for `rounds`.")
+    if not isinstance(warmup_rounds, int) or warmup_rounds < 0:
+        raise ValueError("Must have positive int for `warmup_rounds`.")
+    if iterations > 1 and has_setup:
+        raise ValueError("Can't use more than 1 `iterations` with a `setup` function.")
+
+
+@pytest.fixture
+def benchmark(request: pytest.FixtureRequest) -> Benchmark:
+    """pytest-scalene's stand-in for pytest-benchmark's fixture (docs/pytest-benchmark.md)."""
+    return Benchmark(request.node.name)
+
+
+def register(config: pytest.Config) -> None:
+    """Provide the fixture, and pytest-benchmark's marker, unless a plugin provides them."""
+    if any(config.pluginmanager.hasplugin(name) for name in PROVIDERS):
+        return
+    config.addinivalue_line(
+        "markers", "benchmark(**options): pytest-benchmark's options (ignored without it)"
+    )
+    config.pluginmanager.register(sys.modules[__name__], PLUGIN_NAME)

@@ -1,0 +1,297 @@
+"""Tests written with pytest-benchmark's `benchmark` fixture are measured per call of the
+benchmarked function (benchmark/): in the profile and its budgets and baselines, under instruction
+counts (one call after a warm-up) and under A/B (pairs of calls); with pytest-benchmark on, its
+own statistics still come out; without it, pytest-scalene's stand-in fixture runs the suite."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_scalene.benchmark.calls import per_call
+from pytest_scalene.benchmark.fixture import Benchmark
+from pytest_scalene.core.model import LineKey, LineStats, TestProfile
+from pytest_scalene.gates.comparison import NoiseRule
+
+pytest.importorskip("pytest_benchmark", reason="pytest-benchmark is in the test extras")
+
+# `work(n)` costs ~n * 50 ns; FACTOR (an environment variable) repeats its loop to slow it down.
+LIBRARY = """
+import os
+
+FACTOR = int(os.environ.get("FACTOR", "1"))
+
+
+def work(n):
+    for _ in range(FACTOR):
+        total = 0
+        for i in range(n):
+            total += i * i
+    return total
+"""
+TESTS = """
+import pytest
+from mylib import work
+
+N = 20_000
+EXPECTED = sum(i * i for i in range(N))
+
+
+def test_call(benchmark):
+    assert benchmark(work, N) == EXPECTED
+
+
+def test_pedantic(benchmark):
+    assert benchmark.pedantic(work, args=(N,), rounds=5, iterations=2) == EXPECTED
+
+
+def test_whole():
+    assert work(N) == EXPECTED
+
+
+@pytest.fixture
+def grouped(benchmark):  # a fixture that holds the benchmark fixture: wrapped all the same
+    benchmark.group = "through a fixture"
+    return benchmark
+
+
+def test_through_fixtures(grouped, tmp_path):
+    size = tmp_path / "size"
+    size.write_text(str(N))
+    assert grouped(lambda: work(int(size.read_text()))) == EXPECTED
+"""
+NO_BENCHMARK = ("-p", "no:benchmark")  # pytest-scalene's stand-in fixture instead
+
+
+def suite(pytester: pytest.Pytester, tests: str = TESTS) -> None:
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "mylib.py").write_text(LIBRARY)
+    pytester.makepyfile(test_bench=tests)
+
+
+def profiled(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--profile", "--profile-details", "--profile-json=p.json", *args
+    )
+    tests = json.loads((pytester.path / "p.json").read_text())["tests"]
+    return result, {nodeid.split("::")[1]: test for nodeid, test in tests.items()}
+
+
+def cpu_s(test: dict) -> float:
+    return sum(test[name] for name in ("cpu_python_s", "cpu_native_s", "cpu_system_s"))
+
+
+# -- the per-call figures ------------------------------------------------------------------------
+def test_a_profile_divided_by_its_calls_keeps_its_footprints():
+    profile = TestProfile("t", cpu_python_s=2.0, cpu_native_s=1.0, elapsed_s=4.0)
+    profile.extra.update(alloc_mb=100.0, copy_mb=40.0, peak_mb=30.0, rss_mb=8.0)
+    line = profile.lines[LineKey("a.py", 3, "f")] = LineStats(cpu_python_s=1.5, samples=150)
+    line.extra.update(alloc_mb=60.0, peak_mb=25.0, copy_mb_s=10.0)
+    per_call(profile, 100)
+    assert (profile.cpu_python_s, profile.cpu_native_s) == (0.02, 0.01)
+    assert profile.extra["alloc_mb"] == 1.0 and profile.extra["copy_mb"] == 0.4
+    assert line.cpu_python_s == 0.015 and line.extra["alloc_mb"] == 0.6
+    # The test's footprints, rates, wall time and the samples the figures rest on stay.
+    assert (profile.extra["peak_mb"], profile.extra["rss_mb"], profile.elapsed_s) == (30, 8, 4)
+    assert (line.extra["peak_mb"], line.extra["copy_mb_s"], line.samples) == (25, 10, 150)
+    assert profile.calls == 100
+
+
+def test_the_noise_rule_per_call_is_the_whole_tests_divided_by_the_calls():
+    whole = NoiseRule(interval_s=0.01)
+    each = whole.per_call(500)
+    for metric in ("cpu_s", "alloc_mb", "copy_mb"):
+        assert each.least_growth(metric, 1.0 / 500) == pytest.approx(
+            whole.least_growth(metric, 1.0) / 500
+        )
+    assert each.floor("peak_mb") == whole.floor("peak_mb")  # a footprint is not per call
+
+
+def test_the_stand_in_fixture_calls_as_pytest_benchmark_does():
+    bench = Benchmark("t")
+    calls = []
+    assert bench(lambda x, y=0: calls.append(x) or x + y, 2, y=3) == 5
+    assert calls == [2]
+
+    rounds = []
+    result = bench.pedantic(
+        lambda a, b: rounds.append((a, b)) or a * b,
+        setup=lambda: ((len(rounds), 10), {}),
+        teardown=lambda a, b: rounds.append("down"),
+        rounds=3,
+        warmup_rounds=1,
+    )
+    assert rounds == [(0, 10), "down", (2, 10), "down", (4, 10), "down", (6, 10), "down"]
+    assert result == 60
+    with pytest.raises(ValueError, match="iterations"):
+        bench.pedantic(print, setup=lambda: None, iterations=2)
+    with pytest.raises(TypeError, match="setup"):
+        bench.pedantic(print, args=(1,), setup=lambda: ((2,), {}))
+
+
+# -- profiled, with pytest-benchmark and without it ---------------------------------------------
+@pytest.mark.parametrize("plugins", [(), NO_BENCHMARK], ids=["pytest-benchmark", "stand-in"])
+def test_a_benchmark_test_is_profiled_per_call(pytester, plugins):
+    suite(pytester)
+    saved_by_it = () if plugins else ("--benchmark-json=b.json",)
+    result, tests = profiled(pytester, *plugins, *saved_by_it)
+    result.assert_outcomes(passed=4)
+    whole = tests["test_whole"]
+    assert "benchmark_calls" not in whole
+    for name in ("test_call", "test_pedantic", "test_through_fixtures"):
+        test = tests[name]
+        calls = test["benchmark_calls"]
+        if plugins or name != "test_pedantic":  # calibrated rounds, or the stand-in's 0.2 s
+            assert calls >= 50
+            assert sum(line["samples"] for line in test["lines"]) >= 10
+        else:  # pytest-benchmark's pedantic runs the rounds it is given: 5 x 2
+            assert calls >= 10
+        # One call costs what the test that calls work() once costs, not calls times it.
+        assert 0.4 < cpu_s(test) / max(cpu_s(whole), 0.001) < 2.5, (cpu_s(test), cpu_s(whole))
+    result.stdout.fnmatch_lines(["*cpu * ms per call (* calls)*"])
+    if not plugins:  # pytest-benchmark's own results, from the same run
+        saved = json.loads((pytester.path / "b.json").read_text())["benchmarks"]
+        assert sorted(b["name"] for b in saved) == [
+            "test_call",
+            "test_pedantic",
+            "test_through_fixtures",
+        ]
+        assert all(b["stats"]["mean"] > 0 for b in saved)
+
+
+def test_a_perf_budget_limits_one_call(pytester):
+    suite(
+        pytester,
+        TESTS
+        + """
+
+@pytest.mark.perf_budget(cpu_s="50 ms")
+def test_within(benchmark):
+    benchmark(work, N)
+
+
+@pytest.mark.perf_budget(cpu_s="50 us")
+def test_over(benchmark):
+    benchmark(work, N)
+""",
+    )
+    result, tests = profiled(pytester, "test_bench.py::test_within", "test_bench.py::test_over")
+    result.assert_outcomes(passed=1, failed=1)
+    # The whole test ran for ~1 s of rounds: over 50 ms, yet one call is within it.
+    assert cpu_s(tests["test_within"]) * tests["test_within"]["benchmark_calls"] > 0.05
+    result.stdout.fnmatch_lines(["CPU time per call * ms > budget 50 us (mylib.py:* work: * ms)"])
+
+
+def test_a_stored_baseline_compares_one_call(pytester, monkeypatch):
+    suite(pytester)
+    flags = ("-p", "no:cacheprovider", "--profile", "--profile-memory=no")
+    pytester.runpytest_subprocess(*flags, "--profile-save-baseline").assert_outcomes(passed=4)
+    # Unchanged: pytest-benchmark's calibration picks another number of rounds; the per-call
+    # figures agree (a whole-test figure of ~1 s would not have moved under a slowdown either).
+    pytester.runpytest_subprocess(*flags, "--profile-compare").assert_outcomes(passed=4)
+    monkeypatch.setenv("FACTOR", "3")
+    result = pytester.runpytest_subprocess(*flags, "--profile-compare", "test_bench.py::test_call")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*CPU time regressed: * ms vs baseline * ms*mylib.py*"])
+
+
+# -- instruction counts: one call after a warm-up -----------------------------------------------
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install valgrind)"
+)
+FIRST_CALL_COSTS = """
+import pytest
+from mylib import work
+
+_cache = {}
+
+
+def cached_work(n):
+    # The first call fills a cache at 5x the cost of a call: the warm-up's, never counted.
+    if n not in _cache:
+        _cache[n] = work(5 * n)
+    return work(n)
+
+
+def test_call(benchmark):
+    benchmark(cached_work, 20_000)
+
+
+def test_pedantic(benchmark):
+    benchmark.pedantic(
+        cached_work, setup=lambda: (work(40_000) and ((20_000,), {})), rounds=7
+    )
+
+
+def test_whole():
+    work(20_000)
+"""
+
+
+def _instructions(pytester: pytest.Pytester, *args: str) -> dict[str, int]:
+    pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--profile",
+        "--profile-measure=instructions",
+        "--profile-memory=no",
+        "--profile-save-baseline",
+        *args,
+    ).assert_outcomes(passed=3)
+    tests = json.loads((pytester.path / "baselines" / "test_bench.py.json").read_text())["tests"]
+    return {nodeid.split("::")[1]: t["metrics"]["instructions"] for nodeid, t in tests.items()}
+
+
+@needs_valgrind
+@pytest.mark.parametrize("plugins", [(), NO_BENCHMARK], ids=["pytest-benchmark", "stand-in"])
+def test_instructions_count_one_call_after_a_warm_up(pytester, plugins):
+    suite(pytester, FIRST_CALL_COSTS)
+    counts = _instructions(pytester, *plugins)
+    whole = counts["test_whole"]
+    # One call of work(20_000), as the test that calls it once: not the warm-up's 5x cache
+    # fill, not pedantic's setup (2x), not pytest-benchmark's rounds.
+    for name in ("test_call", "test_pedantic"):
+        assert 0.9 < counts[name] / whole < 1.2, counts
+
+
+# -- A/B: pairs of calls -------------------------------------------------------------------------
+def _git(path: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=path, check=True
+    )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.parametrize("plugins", [(), NO_BENCHMARK], ids=["pytest-benchmark", "stand-in"])
+def test_ab_times_the_benchmarked_calls(pytester, plugins):
+    suite(pytester)
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-qm", "baseline")
+    mylib = pytester.path / "mylib.py"
+    mylib.write_text(mylib.read_text().replace('"1"', '"2"'))  # work() 2x slower
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        *plugins,
+        "--profile-compare-ref=HEAD",
+        "--profile-memory=no",
+        "--profile-select=all",
+        "--profile-json=ab.json",
+        "test_bench.py::test_call",
+        "test_bench.py::test_pedantic",
+    )
+    # Judged: pytest-benchmark's fixture takes one use per test, and an A/B worker calls the
+    # test many times (each used to fail with FixtureAlreadyUsed: "not judged").
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*CPU time regressed against HEAD*per call*mylib.py*work*"])
+    tests = json.loads((pytester.path / "ab.json").read_text())["tests"]
+    for test in tests.values():
+        (ab,) = [v for v in test["verdicts"] if v["kind"] == "regression"]
+        ratio = float(re.search(r"paired ratios ([0-9.]+)x", ab["message"]).group(1))
+        assert 1.6 < ratio < 2.6, ab["message"]  # the calls' ratio: 2x
