@@ -87,6 +87,7 @@ def _run(config: pytest.Config) -> Run | None:
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     flag_conflicts.check(parser, pluginmanager)
     add_options(parser)
+    benchmark_fixture.add_options(parser, pluginmanager)  # pytest-benchmark's, where it is not
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

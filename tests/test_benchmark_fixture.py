@@ -295,3 +295,13 @@ def test_ab_times_the_benchmarked_calls(pytester, plugins):
         (ab,) = [v for v in test["verdicts"] if v["kind"] == "regression"]
         ratio = float(re.search(r"paired ratios ([0-9.]+)x", ab["message"]).group(1))
         assert 1.6 < ratio < 2.6, ab["message"]  # the calls' ratio: 2x
+
+
+def test_the_stand_in_takes_pytest_benchmarks_options(pytester):
+    suite(pytester)  # a suite's addopts often pass some: without pytest-benchmark, no usage error
+    pytester.makeini("[pytest]\naddopts = --benchmark-sort=fullname --benchmark-warmup=true\n")
+    only = pytester.runpytest_subprocess(*NO_BENCHMARK, "--benchmark-only", "--benchmark-disable")
+    only.assert_outcomes(passed=3, skipped=1)
+    pytester.runpytest_subprocess(*NO_BENCHMARK, "--benchmark-skip").assert_outcomes(
+        passed=1, skipped=3
+    )

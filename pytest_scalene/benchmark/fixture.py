@@ -2,10 +2,13 @@
 registered where neither pytest-benchmark nor pytest-codspeed provides one, so that a suite
 written for them runs and is gated without them. It measures nothing itself: it calls the
 function, once unprofiled, and under the profiler for at least PROFILED_TIME_S, so that the
-per-call figures rest on samples (calls.py divides the profile by the calls)."""
+per-call figures rest on samples (calls.py divides the profile by the calls). pytest-benchmark's
+command-line options are accepted (a suite's addopts often pass some): --benchmark-skip and
+--benchmark-only select tests as pytest-benchmark does; the others change nothing here."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +19,15 @@ import pytest
 PLUGIN_NAME = "pytest-scalene-benchmark-fixture"
 # The plugins that provide a `benchmark` fixture of their own (their entry points' names).
 PROVIDERS = ("benchmark", "codspeed")
+# pytest-benchmark's options by the values they take (its plugin.py), as "--benchmark-" + name.
+FLAGS = ("disable-gc", "skip", "disable", "enable", "only", "autosave", "save-data", "verbose")
+FLAGS += ("quiet",)
+VALUE_OR_NOT = ("warmup", "compare", "cprofile-dump", "netrc", "histogram")
+ONE_VALUE = ("min-time", "max-time", "min-rounds", "precision", "confidence", "timer", "save")
+ONE_VALUE += ("calibration-precision", "warmup-iterations", "json", "cprofile", "storage")
+ONE_VALUE += ("cprofile-loops", "cprofile-top", "sort", "group-by", "columns", "name")
+ONE_VALUE += ("time-unit",)
+VALUES = ("compare-fail",)
 PROFILED_TIME_S = 0.2  # 20 samples at the default interval
 MAX_PROFILED_CALLS = 1_000_000
 
@@ -121,6 +133,32 @@ def _check_pedantic(rounds: int, warmup_rounds: int, iterations: int, has_setup:
 def benchmark(request: pytest.FixtureRequest) -> Benchmark:
     """pytest-scalene's stand-in for pytest-benchmark's fixture (docs/pytest-benchmark.md)."""
     return Benchmark(request.node.name)
+
+
+def add_options(parser: pytest.Parser, plugins: pytest.PytestPluginManager) -> None:
+    """pytest-benchmark's options, where it will not add them itself."""
+    if importlib.util.find_spec("pytest_benchmark") and not plugins.is_blocked(PROVIDERS[0]):
+        return
+    group = parser.getgroup("benchmark", "pytest-benchmark's options (pytest-scalene's stand-in)")
+    ignored = "pytest-benchmark's: ignored without it"
+    selects = {"skip": "skip the benchmark tests", "only": "skip the other tests"}
+    for name in FLAGS:
+        group.addoption(f"--benchmark-{name}", action="store_true", help=selects.get(name, ignored))
+    for name in VALUE_OR_NOT:
+        group.addoption(f"--benchmark-{name}", nargs="?", const=True, help=ignored)
+    for name in ONE_VALUE:
+        group.addoption(f"--benchmark-{name}", help=ignored)
+    for name in VALUES:
+        group.addoption(f"--benchmark-{name}", nargs="+", help=ignored)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """--benchmark-only and --benchmark-skip, as pytest-benchmark applies them."""
+    uses = "benchmark" in getattr(item, "fixturenames", ())
+    if item.config.getoption("benchmark_only", False) and not uses:
+        pytest.skip("Skipping non-benchmark (--benchmark-only active).")
+    if item.config.getoption("benchmark_skip", False) and uses:
+        pytest.skip("Skipping benchmark (--benchmark-skip active).")
 
 
 def register(config: pytest.Config) -> None:

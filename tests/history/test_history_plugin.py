@@ -132,7 +132,7 @@ def test_history_compare_fails_a_test_far_above_its_recent_runs(pytester):
     result = run(pytester, "--profile-history-compare", f"--profile-history={db}", "-rf")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        ["CPU time regressed against history: * vs median 0.01 s of the last 9 runs on this *"]
+        ["CPU time regressed against history: * vs median * of the last 9 runs on this *"]
     )
 
 
