@@ -270,6 +270,8 @@ def _git(path: Path, *args: str) -> None:
 @pytest.mark.parametrize("plugins", [(), NO_BENCHMARK], ids=["pytest-benchmark", "stand-in"])
 def test_ab_times_the_benchmarked_calls(pytester, plugins):
     suite(pytester)
+    # pytest-benchmark's options in the addopts: the workers take them without it too.
+    pytester.makeini("[pytest]\naddopts = --benchmark-sort=fullname\n")
     _git(pytester.path, "init", "-q")
     _git(pytester.path, "add", "-A")
     _git(pytester.path, "commit", "-qm", "baseline")

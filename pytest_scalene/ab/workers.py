@@ -98,6 +98,7 @@ class WorkerProcess:
             }
         )
         folder = Path(worker.__file__).resolve().parent
+        stand_in = folder.parent / "benchmark" / "fixture.py"
         launcher = (
             "import importlib.util, sys\n"
             "def load(name, path):\n"
@@ -107,6 +108,7 @@ class WorkerProcess:
             "    spec.loader.exec_module(module)\n"
             "    return module\n"
             f"load('pytest_scalene_ab_worker_sampler', {str(folder / 'worker_sampler.py')!r})\n"
+            f"load('pytest_scalene_benchmark_fixture', {str(stand_in)!r})\n"
             f"module = load('pytest_scalene_ab_worker', {str(folder / 'worker.py')!r})\n"
             "import pytest\n"
             "sys.exit(pytest.main(sys.argv[1:], plugins=[module]))\n"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.model import SessionProfile, TestProfile
+from ..core.natural_values import format_seconds
 from ..core.verdict import REGRESSION
 from ..gates.repeat import NOT_REPEATABLE_KEY
 from ..sampling.leaks import SESSION_MIN_TESTS, SESSION_RETAINED_MB
@@ -68,7 +69,10 @@ def _top_tests(tests: list[TestProfile], width: int) -> list[str]:
     by_cpu = sorted((t for t in tests if t.cpu_s >= MIN_SHOWN), key=lambda t: -t.cpu_s)[:TOP]
     out = _ranked(
         "Top tests by CPU:",
-        [fit(f"{INDENT}{t.cpu_s:8.2f} s   {t.nodeid}", width, keep_end=True) for t in by_cpu],
+        [
+            fit(f"{INDENT}{format_seconds(t.cpu_s):>10}   {t.nodeid}", width, keep_end=True)
+            for t in by_cpu
+        ],
     )
     peaks = sorted(((_test_peak(t), t) for t in tests), key=lambda pt: -pt[0])
     out += _ranked(
@@ -110,7 +114,12 @@ def _top_lines(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
     out = _ranked(
         "Top lines by CPU (all tests):",
         [
-            _line_row(e, f"{e.cpu_s:8.2f} s {100 * e.cpu_s / total_cpu:3.0f}%", rootdir, width)
+            _line_row(
+                e,
+                f"{format_seconds(e.cpu_s):>10} {100 * e.cpu_s / total_cpu:3.0f}%",
+                rootdir,
+                width,
+            )
             for e in top(lambda e: e.cpu_s)
         ],
     )
