@@ -47,7 +47,7 @@ GATE = gates.GateSuite(
         "c.unstructure(inst)",
     ),
 )
-SHORT = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=5")  # shares: calibrated calls
+SHORT = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=5")
 CONFIGS = {  # name -> pytest arguments (unchanged code)
     "plain": ("-p", "no:scalene", "--benchmark-disable"),
     "pytest-benchmark": ("-p", "no:scalene"),
@@ -71,20 +71,6 @@ def outcomes(run_dir: Path, args: tuple[str, ...]) -> tuple[gates.Run, dict[str,
                 kinds = {child.tag for child in case}
                 found[name] = next((k for k in ("failure", "error", "skipped") if k in kinds), "ok")
         return run, found
-
-
-def shares(directory: Path) -> dict[str, float]:
-    """Each benchmark's share of its CPU time in the target, over pytest-benchmark's calibrated
-    calls (SHORT rounds): the share of the benchmarked call, not of the test's setup."""
-    with tempfile.TemporaryDirectory() as scratch:
-        out = Path(scratch, "shares.json")
-        env = {
-            "PSS_MODULE": GATE.target.module,
-            "PSS_FUNCTION": GATE.target.function,
-            "PSS_SHARES": str(out),
-        }
-        gates.pytest_run(directory, GATE, SHORT, env_extra=env, plugin=gates.SHARE_PLUGIN)
-        return json.loads(out.read_text()) if out.exists() else {}
 
 
 def caught(run: gates.Run, wanted: set[str]) -> dict[str, Any]:
@@ -125,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             "not_judged": gates.not_judged(run),
         }
         print(name, results["runs"][name], flush=True)
-    share = shares(directory)
+    # The share of the benchmarked call, over pytest-benchmark's calibrated calls (SHORT
+    # rounds), not of the test's own set-up (its attrs classes, its converter).
+    share = gates.shares(directory, GATE, args=SHORT)
     wanted = {t for t, s in share.items() if s >= gates.SHARE_FLOOR}
     results["shares"] = {t: round(s, 3) for t, s in sorted(share.items()) if s > 0}
     iterations = gates.fixed_iterations(directory, GATE, "slow-1.2")

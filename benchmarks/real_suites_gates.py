@@ -503,7 +503,12 @@ def pytest_run(
 # in `acquire` across 20 threads, yet under its 1.2x slowdown they used 1.02x and 1.06x the
 # CPU time of plain pytest (medians of 5 interleaved plain runs): the threads polled less while
 # one spun. No CPU gate can catch a slowdown the test does not pay.
-def shares(directory: Path, gate: GateSuite, nodeids: list[str] | None = None) -> dict[str, float]:
+def shares(
+    directory: Path,
+    gate: GateSuite,
+    nodeids: list[str] | None = None,
+    args: tuple[str, ...] = (),
+) -> dict[str, float]:
     """Each test's share of its call's CPU time spent inside the target (inclusive), on the
     test's own thread (THREADS_NOTE)."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -513,7 +518,7 @@ def shares(directory: Path, gate: GateSuite, nodeids: list[str] | None = None) -
             "PSS_FUNCTION": gate.target.function,
             "PSS_SHARES": str(out),
         }
-        pytest_run(directory, gate, (), nodeids, env_extra=env, plugin=SHARE_PLUGIN)
+        pytest_run(directory, gate, args, nodeids, env_extra=env, plugin=SHARE_PLUGIN)
         return json.loads(out.read_text()) if out.exists() else {}
 
 
