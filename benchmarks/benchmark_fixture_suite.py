@@ -35,7 +35,7 @@ GATE = gates.GateSuite(
     ),
     gates.Target(
         "src/cattrs/converters.py",
-        "BaseConverter._unstructure_attrs_astuple",
+        "BaseConverter.unstructure_attrs_astuple",
         "cattrs.converters",
         "from attrs import define\n"
         "from cattrs import BaseConverter, UnstructureStrategy\n"

@@ -16,7 +16,8 @@ import pytest
 from pytest_scalene.benchmark.calls import per_call
 from pytest_scalene.benchmark.fixture import Benchmark
 from pytest_scalene.core.model import LineKey, LineStats, TestProfile
-from pytest_scalene.gates.comparison import NoiseRule
+from pytest_scalene.gates.baseline_store import TestEntry
+from pytest_scalene.gates.comparison import NoiseRule, compare
 
 pytest.importorskip("pytest_benchmark", reason="pytest-benchmark is in the test extras")
 
@@ -104,12 +105,41 @@ def test_a_profile_divided_by_its_calls_keeps_its_footprints():
 
 def test_the_noise_rule_per_call_is_the_whole_tests_divided_by_the_calls():
     whole = NoiseRule(interval_s=0.01)
-    each = whole.per_call(500)
-    for metric in ("cpu_s", "alloc_mb", "copy_mb"):
-        assert each.least_growth(metric, 1.0 / 500) == pytest.approx(
-            whole.least_growth(metric, 1.0) / 500
+    each = whole.per_call(500, 500)
+    for before in (0.0, 0.2, 3.0):  # the floor, the sampling error, the tolerance
+        assert each.least_growth("cpu_s", before / 500) == pytest.approx(
+            whole.least_growth("cpu_s", before) / 500
         )
+    # A figure counted in steps can read a step off on each side: a step over each side's calls.
+    assert each.floor("copy_mb") == pytest.approx(2 * whole.floor("copy_mb") / 500)
     assert each.floor("peak_mb") == whole.floor("peak_mb")  # a footprint is not per call
+
+
+def entry(calls: float, copy_mb: float, cpu_s: float = 0.001) -> TestEntry:
+    cpu = {"calls": calls} if calls else {}
+    return TestEntry({"cpu_s": cpu_s, "copy_mb": copy_mb}, (), cpu=cpu)
+
+
+def test_steps_per_call_over_different_calls_are_no_regression():
+    """cattrs' benchmarks copy a few bytes a call: one 20 MB copy step over 300,000 calls in the
+    baseline, two over 200,000 now read "+200%" against a floor of one step over this run's calls
+    (6 unchanged benchmarks failed); either side may be a step off."""
+    step = 20.0
+    rule = NoiseRule(memory_floor_mb=10.0)
+    unchanged = compare(entry(300_000, step / 300_000), entry(200_000, 2 * step / 200_000), rule)
+    assert not [f for f in unchanged.findings if f.kind == "regression"], unchanged.findings
+    doubled = compare(
+        entry(300_000, 30 * step / 300_000), entry(300_000, 60 * step / 300_000), rule
+    )
+    assert [f.metric for f in doubled.findings if f.kind == "regression"] == ["copy_mb"]
+
+
+def test_per_call_figures_are_not_compared_with_a_whole_tests():
+    found = compare(entry(0, 40.0, cpu_s=1.0), entry(1000, 0.04, cpu_s=0.001), NoiseRule())
+    assert [f.kind for f in found.findings] == ["not_compared"]
+    assert (
+        "this run measured them per call of the benchmarked function" in found.findings[0].message
+    )
 
 
 def test_the_stand_in_fixture_calls_as_pytest_benchmark_does():

@@ -21,6 +21,7 @@ from ..config.options import DEFAULT_TOLERANCE
 from ..core.model import PER_CALL_EXTRA
 from .baseline_store import LineEntry, TestEntry
 from .findings import JUDGED, Comparison, Finding
+from .incomparable import incomparable
 from .line_matching import match_lines, where
 from .metrics import COMPARED, METRICS
 
@@ -58,9 +59,11 @@ class NoiseRule:
     gpu_floor_mb: float = GPU_FLOOR_MB
     line_share: float = LINE_SHARE
     interval_s: float = 0.01  # the CPU time one sample weighs: the size of its error
-    # A benchmark test's figures are per call, over this many (benchmark/calls.py): its CPU
-    # floor and sampling error, and its counted totals' steps, are the test's over the calls.
+    # A benchmark test's figures are per call (benchmark/calls.py): its CPU floor and sampling
+    # error are the test's over `calls` (both sides' harmonic mean), and a figure counted in
+    # steps may read one step off on each side: a step over each side's calls (step_scale).
     calls: float = 1.0
+    step_scale: float = 1.0
 
     @classmethod
     def for_run(
@@ -73,8 +76,10 @@ class NoiseRule:
             interval_s=max(MIN_SAMPLE_S, interval_s),
         )
 
-    def per_call(self, calls: float) -> NoiseRule:
-        return replace(self, calls=calls) if calls >= 1 else self
+    def per_call(self, now: float, then: float) -> NoiseRule:
+        if now < 1 or then < 1:  # a whole test (incomparable.py: never one side per call)
+            return self
+        return replace(self, calls=2 / (1 / now + 1 / then), step_scale=1 / now + 1 / then)
 
     def tolerance_for(self, metric: str) -> float:
         if self.tolerance is not None:
@@ -91,7 +96,7 @@ class NoiseRule:
             return INSTRUCTIONS_FLOOR
         step = METRICS[metric].step_thresholds * self.memory_floor_mb
         if metric in PER_CALL_EXTRA:
-            return max(self.memory_floor_mb, step) / self.calls
+            return max(self.memory_floor_mb, step) * self.step_scale
         return max(self.memory_floor_mb, step)
 
     def sampling_growth(self, metric: str, before: float) -> float:
@@ -120,7 +125,7 @@ def compare(
 ) -> Comparison:
     """Judge `current` against `baseline`; the findings name the metric, both values, the line.
     Metrics in `skip` are not judged (the CPU time, when instructions are counted)."""
-    rule = rule.per_call(current.cpu.get("calls", 1.0))  # a benchmark test's: per call
+    rule = rule.per_call(current.cpu.get("calls", 0.0), baseline.cpu.get("calls", 0.0))
     pairs, by_offset, new, vanished = match_lines(baseline.lines, current.lines)
     result = Comparison(
         matched_by_text=len(pairs) - by_offset,
@@ -128,7 +133,7 @@ def compare(
         new_lines=len(new),
         vanished_lines=len(vanished),
     )
-    skipped = _incomparable_counts(baseline, current, result) | set(skip)
+    skipped = incomparable(baseline, current, result.findings) | set(skip)
     for metric in COMPARED:
         name = metric.name
         if name in skipped:
@@ -171,25 +176,6 @@ def _with_limit(finding: Finding, rule: NoiseRule) -> Finding:
         return finding
     before = finding.baseline
     return replace(finding, limit=before + rule.least_growth(finding.metric, before))
-
-
-def _incomparable_counts(baseline: TestEntry, current: TestEntry, result: Comparison) -> set[str]:
-    """Instruction counts from another interpreter, valgrind, hash seed or package versions are
-    not comparable: a note names what differs, never a failure."""
-    if "instructions" not in baseline.metrics or "instructions" not in current.metrics:
-        return set()
-    before, after = baseline.environment, current.environment
-    differs = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    if not differs:
-        return set()
-    shown = "; ".join(f"{k}: {before.get(k, '-')!r} -> {after.get(k, '-')!r}" for k in differs[:3])
-    more = f" and {len(differs) - 3} more" if len(differs) > 3 else ""
-    message = (
-        f"instructions not compared: counted in another environment ({shown}{more}); re-save "
-        "the baseline in this one"
-    )
-    result.findings.append(Finding("not_compared", "instructions", None, None, message))
-    return {"instructions"}
 
 
 def _no_function_named(finding: Finding, current: TestEntry, judge: _Judge) -> Finding:

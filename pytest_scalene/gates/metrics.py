@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.model import LineKey, LineStats, TestProfile
-from ..core.natural_values import float_or_none, format_seconds
+from ..core.natural_values import float_or_none, format_megabytes, format_seconds
 from ..sampling.memory_sampler import COPY_STEP_THRESHOLDS
 
 # The shim samples the footprint each time it moves by a threshold drawn uniformly in
@@ -97,7 +97,9 @@ class Metric:
         unit = self.unit if unit is None else unit
         if unit == "s":
             return format_seconds(value)
-        if unit in ("MB", "MB/s"):
+        if unit == "MB":
+            return format_megabytes(value)
+        if unit == "MB/s":
             return f"{value:.1f} {unit}"
         if unit == "leaks":
             return f"{value:.0f}"
@@ -108,8 +110,8 @@ class Metric:
         return f"{value:.2f}"
 
     def format_limit(self, value: float) -> str:
-        if self.unit == "instructions" or (self.unit == "s" and 0 < value < 0.01):
-            return self.format(value)
+        if self.unit == "instructions" or (self.unit == "s" and "e" in f"{value:g}"):
+            return self.format(value)  # 5e-05 s: 50 us
         return f"{value:g} {self.unit}" if self.unit not in ("", "leaks") else f"{value:g}"
 
     def format_line(self, value: float) -> str:
