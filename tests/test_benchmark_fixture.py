@@ -69,6 +69,14 @@ def test_through_fixtures(grouped, tmp_path):
 NO_BENCHMARK = ("-p", "no:benchmark")  # pytest-scalene's stand-in fixture instead
 
 
+@pytest.fixture(autouse=True)
+def not_an_xdist_worker(monkeypatch):
+    """Run under `pytest -n`, the suites here would see an xdist worker's environment, where
+    pytest-benchmark turns itself off and pytest-scalene leaves memory unprofiled."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def suite(pytester: pytest.Pytester, tests: str = TESTS) -> None:
     pytester.makeini("[pytest]\n")
     (pytester.path / "mylib.py").write_text(LIBRARY)
