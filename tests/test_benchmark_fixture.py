@@ -345,3 +345,14 @@ def test_the_stand_in_takes_pytest_benchmarks_options(pytester):
     pytester.runpytest_subprocess(*NO_BENCHMARK, "--benchmark-skip").assert_outcomes(
         passed=1, skipped=3
     )
+
+
+def test_pytest_benchmarks_storage_and_compare_work_under_the_profiler(pytester):
+    suite(pytester)
+    flags = ("-p", "no:cacheprovider", "--profile", "--benchmark-storage=file://store")
+    saved = pytester.runpytest_subprocess(*flags, "--benchmark-autosave")
+    saved.assert_outcomes(passed=4)
+    assert len(list((pytester.path / "store").rglob("*.json"))) == 1
+    compared = pytester.runpytest_subprocess(*flags, "--benchmark-compare")
+    compared.assert_outcomes(passed=4)
+    compared.stdout.fnmatch_lines(["*test_call (0001_*", "*test_call (NOW)*"])
