@@ -39,12 +39,16 @@ GATE = gates.GateSuite(
         "cattrs.converters",
         "from attrs import define\n"
         "from cattrs import BaseConverter, UnstructureStrategy\n"
-        "c = BaseConverter(unstruct_strat=UnstructureStrategy.AS_TUPLE)\n"
-        "@define\n"
+        "@define\n"  # as bench/test_attrs_collections.py's: an attrs class of lists
         "class C:\n"
-        "    a: int\n    b: float\n    c: str\n    d: bytes\n    e: list\n"
-        "inst = C(1, 1.0, 'one', b'one', [1, 2, 3])",
-        "c.unstructure(inst)",
+        "    a: list[int]\n    b: list[float]\n    c: list[str]\n    d: list[int]\n"
+        "inst = C(list(range(10)), [1.5] * 10, ['a'] * 10, list(range(10)))\n"
+        "made = []\n"
+        "def converter():  # made on first use: after the timer wraps the method it binds\n"
+        "    if not made:\n"
+        "        made.append(BaseConverter(unstruct_strat=UnstructureStrategy.AS_TUPLE))\n"
+        "    return made[0]",
+        "converter().unstructure(inst)",
     ),
 )
 SHORT = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=5")
@@ -71,6 +75,24 @@ def outcomes(run_dir: Path, args: tuple[str, ...]) -> tuple[gates.Run, dict[str,
                 kinds = {child.tag for child in case}
                 found[name] = next((k for k in ("failure", "error", "skipped") if k in kinds), "ok")
         return run, found
+
+
+def calibrated(directory: Path, target: float) -> tuple[int, tuple[float, float]]:
+    """The spin's iterations per call that timeit reads closest to `target` on the function
+    (a call of ~1 us: fixed_iterations' one scaling lands at 1.36x), and the reading."""
+    kind = f"slow-{target}"
+    iterations = gates.fixed_iterations(directory, GATE, kind)
+    tried = {iterations: gates.real_factor(directory, GATE, kind, iterations=iterations)}
+    for _ in range(3):
+        best = min(tried, key=lambda n: abs(tried[n][0] - target))
+        if abs(tried[best][0] - target) < 0.03:
+            break
+        scaled = max(1, round(best * (target - 1) / max(tried[best][0] - 1, 0.01)))
+        if scaled in tried:
+            break
+        tried[scaled] = gates.real_factor(directory, GATE, kind, iterations=scaled)
+    best = min(tried, key=lambda n: abs(tried[n][0] - target))
+    return best, tried[best]
 
 
 def caught(run: gates.Run, wanted: set[str]) -> dict[str, Any]:
@@ -116,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     share = gates.shares(directory, GATE, args=SHORT)
     wanted = {t for t, s in share.items() if s >= gates.SHARE_FLOOR}
     results["shares"] = {t: round(s, 3) for t, s in sorted(share.items()) if s > 0}
-    iterations = gates.fixed_iterations(directory, GATE, "slow-1.2")
-    factor = gates.real_factor(directory, GATE, "slow-1.2", iterations=iterations)
+    iterations, factor = calibrated(directory, 1.2)
     results["slowdown"] = {"iterations": iterations, "timeit": [round(f, 3) for f in factor]}
     print("slow-1.2", results["slowdown"], "tests >= 20%:", len(wanted), flush=True)
     gates.inject(directory, GATE.target, "slow-1.2", iterations)
