@@ -87,17 +87,22 @@ def _run(config: pytest.Config) -> Run | None:
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     flag_conflicts.check(parser, pluginmanager)
     add_options(parser)
-    benchmark_fixture.add_options(parser, pluginmanager)  # pytest-benchmark's, where it is not
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None, None, None]:
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser
+) -> Generator[None, None, None]:
     # Outermost, before capture starts and conftests load: may re-execute pytest with the
     # allocator shim preloaded (see sampling/preload.py).
     child_agent.stop_for_nested_pytest()  # a profiled child running pytest: it profiles itself
     if not runenv.in_counting_session():
         preload.prepare(early_config, selected_need_memory)
-    return (yield)
+    result = yield
+    # pytest-benchmark's options where it is not installed; after the conftests, whose own
+    # options of those names win.
+    benchmark_fixture.add_options(parser, early_config.pluginmanager)
+    return result
 
 
 def pytest_configure(config: pytest.Config) -> None:

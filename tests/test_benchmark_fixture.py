@@ -357,3 +357,21 @@ def test_pytest_benchmarks_storage_and_compare_work_under_the_profiler(pytester)
     compared.assert_outcomes(passed=4)
     for row in ("*test_call (0001_*", "*test_call (NOW)*"):  # sorted by speed: either first
         compared.stdout.fnmatch_lines([row])
+
+
+def test_a_projects_own_benchmark_option_stays_its_own(pytester):
+    """Without pytest-benchmark, a conftest that defines --benchmark-only itself (a project's way
+    of selecting its slow tests) keeps it: no conflict, and its meaning is the project's."""
+    suite(pytester)
+    pytester.makeconftest(
+        """
+def pytest_addoption(parser):
+    parser.addoption("--benchmark-only", action="store", default="none")
+
+def pytest_report_header(config):
+    return "benchmark-only: " + config.getoption("benchmark_only")
+"""
+    )
+    result = pytester.runpytest_subprocess(*NO_BENCHMARK, "--benchmark-only=mine", "--profile")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["benchmark-only: mine"])

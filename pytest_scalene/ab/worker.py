@@ -45,6 +45,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -309,5 +310,11 @@ def pytest_configure(config: pytest.Config) -> None:
     stand_in.register(config)  # the benchmark fixture, where no plugin provides one
 
 
-def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    stand_in.add_options(parser, pluginmanager)  # pytest-benchmark's, where it is not installed
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser
+) -> Generator[None, None, None]:
+    result = yield
+    # pytest-benchmark's options where it is not installed, after the conftests' own
+    stand_in.add_options(parser, early_config.pluginmanager)
+    return result

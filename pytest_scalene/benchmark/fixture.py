@@ -136,28 +136,34 @@ def benchmark(request: pytest.FixtureRequest) -> Benchmark:
 
 
 def add_options(parser: pytest.Parser, plugins: pytest.PytestPluginManager) -> None:
-    """pytest-benchmark's options, where it will not add them itself."""
+    """pytest-benchmark's options, where it will not add them itself; an option a conftest or
+    another plugin already has (a project's own --benchmark-only) stays theirs."""
     if importlib.util.find_spec("pytest_benchmark") and not plugins.is_blocked(PROVIDERS[0]):
         return
     group = parser.getgroup("benchmark", "pytest-benchmark's options (pytest-scalene's stand-in)")
     ignored = "pytest-benchmark's: ignored without it"
     selects = {"skip": "skip the benchmark tests", "only": "skip the other tests"}
-    for name in FLAGS:
-        group.addoption(f"--benchmark-{name}", action="store_true", help=selects.get(name, ignored))
-    for name in VALUE_OR_NOT:
-        group.addoption(f"--benchmark-{name}", nargs="?", const=True, help=ignored)
-    for name in ONE_VALUE:
-        group.addoption(f"--benchmark-{name}", help=ignored)
-    for name in VALUES:
-        group.addoption(f"--benchmark-{name}", nargs="+", help=ignored)
+    kinds: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+        (FLAGS, {"action": "store_true"}),
+        (VALUE_OR_NOT, {"nargs": "?", "const": True}),
+        (ONE_VALUE, {}),
+        (VALUES, {"nargs": "+"}),
+    ]
+    for names, kind in kinds:
+        for name in names:
+            try:
+                group.addoption(f"--benchmark-{name}", help=selects.get(name, ignored), **kind)
+            except ValueError:  # already added by someone else
+                continue
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """--benchmark-only and --benchmark-skip, as pytest-benchmark applies them."""
     uses = "benchmark" in getattr(item, "fixturenames", ())
-    if item.config.getoption("benchmark_only", False) and not uses:
+    # `is True`: ours are flags; an option of that name a conftest added means what it says
+    if item.config.getoption("benchmark_only", False) is True and not uses:
         pytest.skip("Skipping non-benchmark (--benchmark-only active).")
-    if item.config.getoption("benchmark_skip", False) and uses:
+    if item.config.getoption("benchmark_skip", False) is True and uses:
         pytest.skip("Skipping benchmark (--benchmark-skip active).")
 
 
