@@ -448,3 +448,21 @@ def test_a_line_under_a_tenth_of_the_test_is_not_judged():
 def test_a_sample_weighs_at_least_one_scheduler_tick():
     # Asked for 1 ms, the CPU-time timer fires every 4 ms: the error is that of 4 ms samples.
     assert NoiseRule.for_run(None, 0.001, 10 * 2**20).interval_s == 0.004
+
+
+def two_copying_lines(first: float, second: float) -> TestEntry:
+    return entry(
+        line("load", 3, "a = bytes(src)", 13, copy_mb=first),
+        line("load", 4, "b = bytes(src)", 14, copy_mb=second),
+        copy_mb=first + second,
+    )
+
+
+def test_steps_that_moved_between_two_lines_are_no_line_regression():
+    # An unchanged cattrs benchmark: 4 copy steps, 2 on each of two lines in the baseline, all
+    # 4 on one of them now ("+100%" at that line). Where each step's sample lands is a draw.
+    moved = compare(two_copying_lines(40.0, 40.0), two_copying_lines(80.0, 0.0), RUN_RULE)
+    assert moved.regressions == [], failed(moved)
+    # A line that holds all of its test's steps draws none: twice its copies fail there.
+    doubled = compare(two_copying_lines(60.0, 0.0), two_copying_lines(120.0, 0.0), RUN_RULE)
+    assert [f.line for f in doubled.regressions] == [None, "tests/test_etl.py:13 load"]

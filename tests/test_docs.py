@@ -21,7 +21,7 @@ from pytest_scalene.config import options
 from pytest_scalene.core import natural_values
 from pytest_scalene.core.model import SCHEMA_VERSION, LineKey
 from pytest_scalene.core.verdict import VERDICTS_KEY
-from pytest_scalene.gates import budgets, comparison, repeat
+from pytest_scalene.gates import budgets, noise_rule, repeat
 from pytest_scalene.gates.baseline_store import BASELINE_SCHEMA
 from pytest_scalene.gates.metrics import COMPARED, METRICS
 from pytest_scalene.sampling import leaks
@@ -440,17 +440,17 @@ def test_noise_rule_constants_are_the_codes():
     doc = read("baselines.md")
     for metric in COMPARED:
         row = table_row(doc, f"`{metric.name}`")
-        tolerance = comparison.DEFAULT_TOLERANCE[metric.name]
+        tolerance = noise_rule.DEFAULT_TOLERANCE[metric.name]
         assert f"+{tolerance * 100:.0f}%" in row, f"{metric.name}: default tolerance"
-    assert {m.name for m in COMPARED} == set(comparison.DEFAULT_TOLERANCE)
+    assert {m.name for m in COMPARED} == set(noise_rule.DEFAULT_TOLERANCE)
     rule = " ".join(section(doc, "The noise rule").split())
     table = " ".join(section(doc, "What is compared").split())
-    assert f"max({comparison.MIN_CPU_FLOOR_S:g} s, {comparison.CPU_FLOOR_INTERVALS} intervals)" in (
+    assert f"max({noise_rule.MIN_CPU_FLOOR_S:g} s, {noise_rule.CPU_FLOOR_INTERVALS} intervals)" in (
         table
     )
-    assert f"{comparison.GPU_FLOOR_MB:g} MB" in table
+    assert f"{noise_rule.GPU_FLOOR_MB:g} MB" in table
     assert f"{options.DEFAULT_MEMORY_THRESHOLD / 2**20:.1f} MB" in table
-    assert f"at least {comparison.LINE_SHARE:.0%} of the test's total" in rule
+    assert f"at least {noise_rule.LINE_SHARE:.0%} of the test's total" in rule
     for pause in repeat.CONFIRM_PAUSES_S:
         assert f"{pause:g} s" in rule, f"confirmation pause {pause} s"
     assert f"`schema` | `{BASELINE_SCHEMA}`" in doc

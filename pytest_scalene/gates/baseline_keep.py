@@ -13,7 +13,7 @@ sampling profiler may catch in one run and miss in the next.
 from __future__ import annotations
 
 from .baseline_store import LineEntry, TestEntry
-from .comparison import NoiseRule
+from .noise_rule import NoiseRule
 
 LineId = tuple[str, str, int, str, int]
 

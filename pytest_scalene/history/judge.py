@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.verdict import REGRESSION, Verdict
-from ..gates.comparison import NoiseRule
 from ..gates.metrics import COMPARED
+from ..gates.noise_rule import NoiseRule
 
 MADS = 5.0  # how many robust standard deviations above the median still pass
 MAD_TO_SIGMA = 1.4826  # for normal noise, sigma = 1.4826 x MAD
