@@ -466,3 +466,10 @@ def test_steps_that_moved_between_two_lines_are_no_line_regression():
     # A line that holds all of its test's steps draws none: twice its copies fail there.
     doubled = compare(two_copying_lines(60.0, 0.0), two_copying_lines(120.0, 0.0), RUN_RULE)
     assert [f.line for f in doubled.regressions] == [None, "tests/test_etl.py:13 load"]
+
+
+def test_a_line_read_with_none_of_its_tests_steps_then_all_is_a_draw_too():
+    # An unchanged cattrs benchmark on 3.12: 3 copy steps, all on a generated function's line
+    # in the baseline, all on its caller's now ("949 B vs baseline 0.0 MB" per call).
+    moved = compare(two_copying_lines(0.0, 60.0), two_copying_lines(60.0, 0.0), RUN_RULE)
+    assert moved.regressions == [], failed(moved)

@@ -108,16 +108,14 @@ class NoiseRule:
         self, metric: str, before: float, after: float, totals: tuple[float, float]
     ) -> bool:
         """A line's figure counted in steps is its share of the test's steps (`totals`: the
-        test's, before and after), drawn by where each step's sample lands: a line of share p
-        of k steps holds k p (1 - p) steps squared of variance, and its growth must also exceed
-        CPU_ERRORS standard errors of the two draws (an unchanged cattrs benchmark's copies
-        moved 2 of 4 steps between two lines; a line with all of a test's steps draws none)."""
+        test's, before and after), drawn by where each step's sample lands: of k steps, a line
+        of share p holds k p (1 - p) steps squared of variance (p pooled over both sides: a
+        share read as 0 or 1 on one side is no proof of none), and its growth must also exceed
+        CPU_ERRORS standard errors of the two draws. An unchanged cattrs benchmark's copies
+        moved 2 of 4 steps between two lines; a line with all of its test's steps draws none."""
         step = METRICS[metric].step_thresholds * self.memory_floor_mb / self.calls
-        if not self.regressed(metric, before, after) or step <= 0:
+        if not self.regressed(metric, before, after) or step <= 0 or sum(totals) <= 0:
             return self.regressed(metric, before, after)
-        variance = sum(
-            line * (total - line) / total / step  # k p (1 - p), in steps squared
-            for line, total in ((before, totals[0]), (after, totals[1]))
-            if total > 0
-        )
+        share = min(1.0, (before + after) / sum(totals))
+        variance = sum(totals) / step * share * (1 - share)  # in steps squared
         return after - before > CPU_ERRORS * math.sqrt(variance) * step
