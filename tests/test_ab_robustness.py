@@ -336,3 +336,27 @@ def test_a_run_is_timed_on_the_tests_own_call_not_the_hooks_around_it(tmp_path):
     assert found["outcome"] == "passed"
     assert 0.009 <= found["cpu_s"] < 0.02 <= found["run_s"], found  # 5 x 2 ms, of 5 x 6 ms
     assert item.runtest.__func__ is Item.runtest  # the test's own method again
+
+
+def test_a_benchmarked_call_of_microseconds_is_timed_over_many_calls():
+    """cattrs' benchmarks call functions of a few us: timed one call per use, their A/B ratios
+    were clock and hook noise (2 of 9 slowed 1.2x caught)."""
+
+    class Fixture:
+        def __call__(self, function: Any, *args: Any) -> Any: ...
+
+        def pedantic(self, target: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    fixture = Fixture()
+    timed = worker.BenchmarkCalls(fixture)
+    calls = []
+    fixture(calls.append, 1)  # the first use sets how many calls a use makes
+    assert timed.repeat > 100 and calls == [1]
+    timed.cpu_s, timed.calls = 0.0, 0
+    fixture(calls.append, 2)
+    assert calls.count(2) == timed.calls == timed.repeat
+    made = []
+    fixture.pedantic(calls.append, setup=lambda: made.append(1) or ((3,), {}))
+    assert calls.count(3) == len(made) == 1  # fresh arguments for each call: one call a use
+    timed.undo()
+    assert type(fixture) is Fixture
