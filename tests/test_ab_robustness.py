@@ -349,9 +349,15 @@ def test_a_benchmarked_call_of_microseconds_is_timed_over_many_calls():
 
     fixture = Fixture()
     timed = worker.BenchmarkCalls(fixture)
-    calls = []
-    fixture(calls.append, 1)  # the first use sets how many calls a use makes
-    assert timed.repeat > 100 and calls == [1]
+    calls: list[int] = []
+
+    def cold_first(value: int) -> None:  # its first call fills a cache: 5 ms
+        if not calls:
+            _spend(0.005)
+        calls.append(value)
+
+    fixture(cold_first, 1)  # the first use sets how many calls a use makes, from a warm call
+    assert timed.repeat > 100 and calls.count(1) == 2 + timed.repeat
     timed.cpu_s, timed.calls = 0.0, 0
     fixture(calls.append, 2)
     assert calls.count(2) == timed.calls == timed.repeat
