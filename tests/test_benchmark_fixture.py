@@ -189,8 +189,9 @@ def test_a_benchmark_test_is_profiled_per_call(pytester, plugins):
             assert sum(line["samples"] for line in test["lines"]) >= 10
         else:  # pytest-benchmark's pedantic runs the rounds it is given: 5 x 2
             assert calls >= 10
-        # One call costs what the test that calls work() once costs, not calls times it.
-        assert 0.4 < cpu_s(test) / max(cpu_s(whole), 0.001) < 2.5, (cpu_s(test), cpu_s(whole))
+        # One call of work(20_000) costs about 1 ms here (0.9 ms by pytest-benchmark), not
+        # `calls` times it (50 calls and more: 50 ms and more, whatever the load).
+        assert 0.0002 < cpu_s(test) < 0.01, (cpu_s(test), calls)
     result.stdout.fnmatch_lines(["*cpu * ms per call (* calls)*"])
     if not plugins:  # pytest-benchmark's own results, from the same run
         saved = json.loads((pytester.path / "b.json").read_text())["benchmarks"]
