@@ -18,7 +18,7 @@ subset=(tests/test_everyday_suite.py tests/test_ini_options.py tests/test_budget
     tests/test_options.py tests/test_memory_accuracy.py tests/test_memory_attribution.py
     tests/test_instructions.py tests/test_instruction_attribution.py
     tests/test_code_seen.py tests/test_selection.py tests/test_thread_clocks.py
-    tests/test_ab_robustness.py tests/test_benchmark_fixture.py)
+    tests/test_ab_robustness.py)
 root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
 status=0
 for version in "${@:-3.10 3.12 3.13}"; do
