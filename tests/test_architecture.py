@@ -17,6 +17,7 @@ LAYERS = (
     ("sampling",),  # timers, CPU, memory, GPU samplers, the profiler: sample -> profile
     ("gates",),  # metrics, budgets, comparison, baselines, repeat: profile -> verdict
     ("reports",),  # terminal, Markdown, HTML, JSON, speedscope: profile + verdict -> report
+    # more sessions, and the benchmark fixture's tests
     ("children", "xdist", "instructions", "history", "ab", "selection", "benchmark"),
     ("plugin", "cli"),  # the entry points: pytest's hooks, the command line
 )
