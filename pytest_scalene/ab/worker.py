@@ -146,11 +146,10 @@ class BenchmarkCalls:
             teardown: Any = None,
             **_rounds: Any,
         ) -> Any:
-            if setup is not None and (made := setup()):
-                args, kwargs = made
-            result = timed(target, args, kwargs or {}, repeatable=setup is None)
+            args, kwargs = stand_in.arguments(args, kwargs, setup)  # pytest-benchmark's rules
+            result = timed(target, args, kwargs, repeatable=setup is None)
             if teardown is not None:
-                teardown(*args, **(kwargs or {}))
+                teardown(*args, **kwargs)
             return result
 
         methods = {"__call__": call, "pedantic": pedantic, "__module__": self.base.__module__}
