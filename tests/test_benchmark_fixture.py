@@ -308,7 +308,8 @@ def _git(path: Path, *args: str) -> None:
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 @pytest.mark.parametrize("plugins", [(), NO_BENCHMARK], ids=["pytest-benchmark", "stand-in"])
 def test_ab_times_the_benchmarked_calls(pytester, plugins):
-    suite(pytester)
+    # A 0.1 ms call: each side repeats it to last 1 ms a use, the slower side half as often.
+    suite(pytester, TESTS.replace("N = 20_000", "N = 2_000"))
     # pytest-benchmark's options in the addopts: the workers take them without it too.
     pytester.makeini("[pytest]\naddopts = --benchmark-sort=fullname\n")
     _git(pytester.path, "init", "-q")
@@ -336,6 +337,11 @@ def test_ab_times_the_benchmarked_calls(pytester, plugins):
         (ab,) = [v for v in test["verdicts"] if v["kind"] == "regression"]
         ratio = float(re.search(r"paired ratios ([0-9.]+)x", ab["message"]).group(1))
         assert 1.6 < ratio < 2.6, ab["message"]  # the calls' ratio: 2x
+        # The line that grew, per call as the time is: pooled over the runs as sampled, both
+        # sides read the same time (twice the calls on the faster side).
+        grew = test["ab"]["lines"][0]
+        assert (grew["file"], grew["function"]) == ("mylib.py", "work"), ab["message"]
+        assert grew["cpu_s"] > 1.5 * grew["baseline_cpu_s"], ab["message"]
 
 
 def test_the_stand_in_takes_pytest_benchmarks_options(pytester):

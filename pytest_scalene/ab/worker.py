@@ -313,11 +313,14 @@ class Worker:
             run_s = time.process_time() - started
             self.sampler.stop()
             own.undo()
-        cpu_s = own.cpu_s
+        cpu_s, scale = own.cpu_s, 1.0
         if self.benchmark is not None and self.benchmark.calls:
             # the benchmarked function's calls alone, as `inner` calls: each side may repeat
-            # it a different number of times per use
-            cpu_s = self.benchmark.cpu_s / self.benchmark.calls * inner
+            # it a different number of times per use (so are its lines, or the line that grew
+            # was the same time on both sides, spread over half the calls on the slower one)
+            scale = inner / self.benchmark.calls
+            cpu_s = self.benchmark.cpu_s * scale
+        self.sampler.pool(scale)
         found: dict[str, Any] = {"cpu_s": cpu_s, "outcome": outcome, "error": error}
         found["run_s"] = run_s  # hooks included: what sizes the runs (pairs.py)
         found["functions"] = self.sampler.take_run()

@@ -145,7 +145,8 @@ class LineSampler:
 
     def __init__(self, tree: str) -> None:
         self.tree = os.path.realpath(tree) + os.sep
-        self.counts: dict[tuple[str, str, int], float] = {}
+        self.counts: dict[tuple[str, str, int], float] = {}  # pooled over runs: see pool()
+        self._run_counts: dict[tuple[str, str, int], float] = {}  # this run's
         # This run's CPU time and samples per function (file, function_of(qualname)): its
         # self time, and its inclusive time.
         self.run: dict[tuple[str, str], list[float]] = {}
@@ -231,7 +232,8 @@ class LineSampler:
                 if not on_stack:  # the innermost frame in the tree: its line's self time
                     qualname = getattr(code, "co_qualname", code.co_name)
                     key = (function[0], qualname, line_number(frame))
-                    self.counts[key] = self.counts.get(key, 0.0) + weight
+                    counts = self._run_counts
+                    counts[key] = counts.get(key, 0.0) + weight
                     found = self.run.setdefault(function, [0.0, 0])
                     found[0] += weight
                     found[1] += 1
@@ -248,6 +250,7 @@ class LineSampler:
 
     def start(self) -> None:
         self._last = {}
+        self._run_counts = {}
         self.run = {}
         self.inclusive = {}
         self._codes, self._kept = {}, []  # per run: the code objects kept alive stay few
@@ -261,6 +264,15 @@ class LineSampler:
 
     def stop(self) -> None:
         self.timer.disarm()
+
+    def pool(self, scale: float = 1.0) -> None:
+        """This run's line figures into the pooled ones, times `scale`: a benchmark test's
+        run is scaled to `inner` calls of its function, as its time is (worker.py), since
+        each side repeats the function a different number of times per use."""
+        counts = self.counts
+        for key, weight in self._run_counts.items():
+            counts[key] = counts.get(key, 0.0) + weight * scale
+        self._run_counts = {}
 
     def take_run(self) -> list[list[Any]]:
         return [[f, q, round(w, 7), n] for (f, q), (w, n) in sorted(self.run.items())]
