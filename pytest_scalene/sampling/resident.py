@@ -12,26 +12,34 @@ class Resident:
 
     def __init__(self) -> None:
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-        self._statm: int | None = None
+        self._files: dict[str, int] = {}  # /proc/self/<name> -> its descriptor, kept open
         self._pid = 0
         self._base: int | None = None
         self._last = 0
         self._peak = 0
         self._hwm_reset = False
 
+    def _file(self, name: str, flags: int) -> int:
+        """The descriptor of /proc/self/`name`, opened once (a test's start and end read and
+        write these files: opening them each time was 30 us a test of the per-test cost);
+        a fork child opens its own, since /proc/self resolved to its parent's."""
+        if self._pid != os.getpid():
+            self._files, self._pid = {}, os.getpid()
+        found = self._files.get(name)
+        if found is None:
+            found = self._files[name] = os.open(f"/proc/self/{name}", flags | os.O_CLOEXEC)
+        return found
+
     def _now(self) -> int | None:
         try:
-            if self._statm is None or self._pid != os.getpid():  # a fork child: its own file
-                self._statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-                self._pid = os.getpid()
-            return int(os.pread(self._statm, 128, 0).split()[1]) * self._page
+            statm = os.pread(self._file("statm", os.O_RDONLY), 128, 0)
+            return int(statm.split()[1]) * self._page
         except (OSError, ValueError, IndexError):
             return None
 
     def start(self) -> None:
         try:  # "5": reset the peak resident size to the current one (Linux >= 4.0)
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
+            os.pwrite(self._file("clear_refs", os.O_WRONLY), b"5", 0)
             self._hwm_reset = True
         except OSError:
             self._hwm_reset = False
@@ -53,12 +61,10 @@ class Resident:
         self.step()
         peak = self._peak
         if self._hwm_reset:
-            try:
-                with open("/proc/self/status") as f:
-                    for row in f:
-                        if row.startswith("VmHWM:"):
-                            peak = max(peak, int(row.split()[1]) * 1024)
-                            break
+            try:  # a read at offset 0 has the kernel write the file afresh
+                status = os.pread(self._file("status", os.O_RDONLY), 16384, 0)
+                at = status.index(b"VmHWM:") + len(b"VmHWM:")
+                peak = max(peak, int(status[at : status.index(b"\n", at)].split()[0]) * 1024)
             except (OSError, ValueError, IndexError):
                 pass
         return peak - self._base

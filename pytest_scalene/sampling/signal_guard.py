@@ -31,8 +31,12 @@ from typing import Any
 
 from .cpu_sampler import CpuSampler
 from .patches import Patches
-from .timers import _getitimer, _getsignal, _setitimer, _signal, signal_name
+from .timers import _getitimer, _setitimer, python_handler, signal_name
 
+# The Python functions, with their enum conversions, for the code under test; the samplers
+# use the C ones (timers.py).
+_signal = signal.signal
+_getsignal = signal.getsignal
 _alarm = signal.alarm
 _faulthandler_register = faulthandler.register
 _ITIMER_NAMES = {signal.ITIMER_REAL: "ITIMER_REAL", signal.ITIMER_PROF: "ITIMER_PROF"}
@@ -71,7 +75,7 @@ class SignalGuard:
 
     def _getsignal(self, signalnum: int) -> Any:
         if self._ours(signalnum):
-            return self.sampler.previous_handler
+            return python_handler(self.sampler.previous_handler)
         return _getsignal(signalnum)
 
     def _setitimer(self, which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:

@@ -1,0 +1,56 @@
+"""The resident-set reader (sampling/resident.py) keeps its /proc files open between tests: a
+fork child must read its own, not the parent's through the descriptors it inherited."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from pytest_scalene.sampling.resident import Resident
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc/self (Linux)"
+)
+MB = 1 << 20
+
+
+def _touch(megabytes: int) -> bytearray:
+    block = bytearray(megabytes * MB)
+    block[::4096] = b"\1" * len(block[::4096])  # every page resident
+    return block
+
+
+def test_the_peak_is_the_tests_and_is_reset_at_each_start():
+    resident = Resident()
+    resident.start()
+    block = _touch(64)
+    del block  # the peak stays
+    first = resident.peak_growth()
+    resident.start()  # the next test: the high-water mark starts again from here
+    second = resident.peak_growth()
+    assert first is not None and second is not None
+    assert first >= 60 * MB, first
+    assert second < 8 * MB, second
+
+
+def test_a_fork_child_reads_its_own_resident_set():
+    resident = Resident()
+    resident.start()
+    resident.peak_growth()  # the parent's three files are open from here on
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own 64 MB, and a reset of its own high-water mark
+        try:
+            resident.start()
+            block = _touch(64)
+            os.write(write, str(resident.peak_growth()).encode())
+            del block
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = int(os.read(read, 64) or b"-1")
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child >= 60 * MB, child  # through the parent's files it read the parent: ~0
