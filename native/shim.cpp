@@ -419,9 +419,36 @@ size_t boot_size(const void* p) {
   return *reinterpret_cast<const size_t*>(static_cast<const unsigned char*>(p) - 16);
 }
 
+using Lookup = void* (*)(const char*);
+
 template <typename Fn>
-void find(void* handle, Fn& slot, const char* name) {
-  slot = reinterpret_cast<Fn>(dlsym(handle, name));
+void find(Lookup lookup, Fn& slot, const char* name) {
+  slot = reinterpret_cast<Fn>(lookup(name));
+}
+
+// The next allocator's and copy functions through `lookup`; false when one that every glibc has
+// is missing.
+bool look_up(Libc& found, Lookup lookup) {
+  memset(&found, 0, sizeof found);
+  find(lookup, found.next_malloc, "malloc");
+  find(lookup, found.next_free, "free");
+  find(lookup, found.next_calloc, "calloc");
+  find(lookup, found.next_realloc, "realloc");
+  find(lookup, found.next_memalign, "memalign");
+  find(lookup, found.next_valloc, "valloc");
+  find(lookup, found.next_pvalloc, "pvalloc");
+  find(lookup, found.next_usable, "malloc_usable_size");
+  find(lookup, found.next_memcpy, "memcpy");
+  find(lookup, found.next_memmove, "memmove");
+  find(lookup, found.next_mempcpy, "mempcpy");
+  find(lookup, found.next_memcpy_chk, "__memcpy_chk");
+  find(lookup, found.next_memmove_chk, "__memmove_chk");
+  find(lookup, found.next_mempcpy_chk, "__mempcpy_chk");
+  find(lookup, found.next_wmemcpy, "wmemcpy");
+  find(lookup, found.next_wmemcpy_chk, "__wmemcpy_chk");
+  return found.next_malloc && found.next_free && found.next_calloc && found.next_realloc &&
+         found.next_memalign && found.next_valloc && found.next_pvalloc && found.next_usable &&
+         found.next_memcpy && found.next_memmove;
 }
 
 // Looks the next definitions up. False while a lookup is under way in this thread (the caller
@@ -430,27 +457,8 @@ __attribute__((noinline)) bool resolve_libc() {
   if (g_libc_ready.load(std::memory_order_acquire)) return true;
   if (tls.resolving) return false;
   tls.resolving = 1;
-  void* h = RTLD_NEXT;
   Libc found;
-  memset(&found, 0, sizeof found);
-  find(h, found.next_malloc, "malloc");
-  find(h, found.next_free, "free");
-  find(h, found.next_calloc, "calloc");
-  find(h, found.next_realloc, "realloc");
-  find(h, found.next_memalign, "memalign");
-  find(h, found.next_valloc, "valloc");
-  find(h, found.next_pvalloc, "pvalloc");
-  find(h, found.next_usable, "malloc_usable_size");
-  find(h, found.next_memcpy, "memcpy");
-  find(h, found.next_memmove, "memmove");
-  find(h, found.next_mempcpy, "mempcpy");
-  find(h, found.next_memcpy_chk, "__memcpy_chk");
-  find(h, found.next_memmove_chk, "__memmove_chk");
-  find(h, found.next_mempcpy_chk, "__mempcpy_chk");
-  find(h, found.next_wmemcpy, "wmemcpy");
-  find(h, found.next_wmemcpy_chk, "__wmemcpy_chk");
-  if (!found.next_malloc || !found.next_free || !found.next_calloc || !found.next_realloc || !found.next_memalign ||
-      !found.next_valloc || !found.next_pvalloc || !found.next_usable || !found.next_memcpy || !found.next_memmove) {
+  if (!look_up(found, [](const char* name) { return dlsym(RTLD_NEXT, name); })) {
     static const char msg[] = "pytest-scalene shim: the next allocator was not found; aborting\n";
     (void)!write(2, msg, sizeof msg - 1);
     abort();  // the plugin only preloads the shim under glibc, which has them all
@@ -612,6 +620,15 @@ ShimApi g_api = {
 }  // namespace
 
 EXPORT ShimApi* pytest_scalene_shim_api() { return &g_api; }
+
+// Loaded with dlopen rather than preloaded (got_hooks.cpp), before any GOT entry points here:
+// the next functions are those the process is bound to. Returns 0, or -1 when one is missing.
+EXPORT int pytest_scalene_shim_use_next(void* (*lookup)(const char*)) {
+  Libc found;
+  if (!ready() || !look_up(found, lookup)) return -1;
+  libc = found;
+  return 0;
+}
 
 // -- the interposed functions -----------------------------------------------------------------
 EXPORT void* malloc(size_t size) __THROW {

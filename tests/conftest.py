@@ -1,5 +1,6 @@
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -61,3 +62,11 @@ def load_module(name: str, path: Path | str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def c_compiler(needed_for: str) -> str:
+    """The C compiler, or a skip that says what it was needed for (Debian's gcc)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip(f"needs a C compiler (Debian's gcc) to build {needed_for}")
+    return compiler

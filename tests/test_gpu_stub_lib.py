@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import c_compiler
 
 pytest.importorskip("pynvml")
 HERE = Path(__file__).parent
@@ -45,9 +45,7 @@ print(json.dumps({
 
 @pytest.fixture(scope="module")
 def stub_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        pytest.skip("no C compiler to build the stand-in libnvidia-ml.so.1")
+    compiler = c_compiler("the stand-in libnvidia-ml.so.1")
     out = tmp_path_factory.mktemp("fake_nvml_lib")
     subprocess.run(
         [

@@ -226,9 +226,10 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--profile-memory",
-        choices=("auto", "yes", "no"),
+        choices=("auto", "yes", "no", "preload"),
         default="auto",
-        help="memory, leak and copy profiling through the preloaded shim (default auto)",
+        help="memory, leak and copy profiling (default auto); preload: through LD_PRELOAD, "
+        "re-executing pytest (sees allocations made before any hook, docs/memory.md)",
     )
     add(
         "--profile-memory-threshold",

@@ -65,7 +65,21 @@ def shim_path() -> Path | None:
     return Path(_native.__file__).parent / SHIM_NAME
 
 
+# Whether the shim's hooks are in, where sampling/in_process_hooks.py loaded it (None: it did
+# not; the shim, if any, was preloaded). Once loaded the shim stays, unhooked after pytest.main()
+# returns: the extension still finds it, yet it sees no allocation until installed again.
+_in_process: bool | None = None
+
+
+def set_shim_in_process(hooked: bool) -> None:
+    global _in_process
+    _in_process = hooked
+
+
 def shim_loaded() -> bool:
+    """Whether the shim sees this process's allocations: preloaded, or hooked in."""
+    if _in_process is not None:
+        return _in_process
     try:
         from .. import _native
 
@@ -103,8 +117,8 @@ def memory_unavailable(memory_option: str) -> str | None:
     if shim_loaded():
         return None
     return _shim_problem or (
-        "the memory shim is not preloaded in this process; pytest-scalene preloads it when run "
-        "with --profile or --profile-memory=yes"
+        "the memory shim is not in this process; pytest-scalene installs it when run with "
+        "--profile or --profile-memory=yes"
     )
 
 

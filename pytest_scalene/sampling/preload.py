@@ -1,10 +1,13 @@
-"""Re-executes pytest with the allocator shim preloaded, so that memory can be profiled.
+"""Puts the allocator shim in the pytest process when memory is to be profiled.
 
-The shim must be loaded before the interpreter starts (LD_PRELOAD), so when memory profiling is
-wanted and the shim is not in this process, the same command runs again through os.execve (same
-pid, same file descriptors: stdin, stdout, stderr and capture are unchanged) with LD_PRELOAD
-(the shim first, before any existing value). The re-executed process restores LD_PRELOAD at
-once, so that the processes the tests start are not preloaded. A guard variable prevents loops.
+By default the shim is installed in the running process (in_process_hooks.py): no second
+interpreter start, and it works under pytest.main() and in xdist workers. Where that fails, or
+with --profile-memory=preload, the shim is preloaded instead: the same command runs again
+through os.execve (same pid, same file descriptors: stdin, stdout, stderr and capture are
+unchanged) with LD_PRELOAD (the shim first, before any existing value). The re-executed process
+restores LD_PRELOAD at once, so that the processes the tests start are not preloaded. A guard
+variable prevents loops. The preload also sees allocations made through a pointer to malloc
+taken before the install.
 PYTHONMALLOC is left alone: pymalloc stays (PYTHONMALLOC=malloc alone made allocation-heavy
 suites 1.28x slower); the extension counts Python's arenas and raw allocations instead.
 This runs first in pytest_load_initial_conftests, before capture starts and conftests load.
@@ -20,14 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import runenv
+from . import in_process_hooks
 
 if TYPE_CHECKING:  # pytest itself is imported only where needed: profiled children import this
     import pytest
 
 
-def _why_not(early_config: pytest.Config, reexecuted: bool) -> str | None:
+def _no_shim() -> str | None:
+    """Why the shim cannot be used here at all, or None."""
     if not sys.platform.startswith("linux"):
-        return f"the allocator shim needs Linux (LD_PRELOAD); this is {sys.platform}"
+        return f"the allocator shim needs Linux; this is {sys.platform}"
     if platform.libc_ver()[0] != "glibc":
         return "the allocator shim needs glibc (it forwards to glibc's malloc)"
     path = runenv.shim_path()
@@ -35,8 +40,14 @@ def _why_not(early_config: pytest.Config, reexecuted: bool) -> str | None:
         return "the pytest_scalene._native extension is not built"
     if not path.is_file():
         return f"the allocator shim {path} is missing (rebuild: pip install -e .)"
+    return None
+
+
+def _why_not(early_config: pytest.Config, reexecuted: bool) -> str | None:
+    """Why pytest cannot be re-executed with the shim preloaded, or None."""
     if reexecuted:
-        return f"pytest was re-executed with LD_PRELOAD={path} but the shim is not active"
+        shim = runenv.shim_path()
+        return f"pytest was re-executed with LD_PRELOAD={shim} but the shim is not active"
     if runenv.in_xdist_worker_process():
         return "xdist workers cannot be re-executed; run without -n to profile memory"
     if not sys.executable or not getattr(sys, "orig_argv", None):
@@ -56,10 +67,10 @@ def _reexecute(shim: Path) -> None:
 
 
 def prepare(early_config: pytest.Config, needs_memory: Callable[[Any], bool]) -> None:
-    """Re-execute with the shim preloaded when memory profiling is wanted and the shim is
-    missing; without a profiling option, when `needs_memory` (gates/memory_need.py) finds a
-    memory budget among the selected tests. --profile-memory=yes makes an impossible preload a
-    usage error; auto records why, for a note in the report."""
+    """Install the shim when memory profiling is wanted and it is missing (the module doc);
+    without a profiling option, when `needs_memory` (gates/memory_need.py) finds a memory
+    budget among the selected tests. --profile-memory=yes (or preload) makes a shim that cannot
+    be had a usage error; auto records why, for a note in the report."""
     reexecuted = runenv.restore_environment()
     ns: Any = early_config.known_args_namespace
     from ..config.ini_options import resolve
@@ -68,21 +79,28 @@ def prepare(early_config: pytest.Config, needs_memory: Callable[[Any], bool]) ->
     memory = getattr(ns, "profile_memory", "auto")
     # auto: whenever tests are profiled, baselines included (so that they hold memory figures).
     profiling = runenv.profiling_requested(ns)
-    wanted = memory == "yes" or (memory == "auto" and profiling)
+    wanted = memory in ("yes", "preload") or (memory == "auto" and profiling)
     if memory == "auto" and not wanted and not runenv.shim_loaded():
         wanted = needs_memory(early_config)  # plain pytest: memory budgets only
     if not wanted or runenv.shim_loaded():
         return
-    reason = _why_not(early_config, reexecuted)
-    if reason is None:
-        path = runenv.shim_path()
-        assert path is not None
-        try:
-            _reexecute(path)
-        except OSError as exc:
-            reason = f"re-executing pytest with the shim preloaded failed: {exc}"
-    if memory == "yes":
+    reason = _no_shim()
+    path = runenv.shim_path()
+    if reason is None and path is not None:
+        if memory != "preload" and not reexecuted:
+            reason = in_process_hooks.install(path)
+            if reason is None:
+                early_config.add_cleanup(in_process_hooks.uninstall)  # pytest.main() returns
+                return
+        cannot = _why_not(early_config, reexecuted)
+        if cannot is None:
+            try:
+                _reexecute(path)  # does not return
+            except OSError as exc:
+                cannot = f"re-executing pytest with the shim preloaded failed: {exc}"
+        reason = cannot if reason is None else f"{reason}, and {cannot}"
+    if memory in ("yes", "preload"):
         import pytest
 
-        raise pytest.UsageError(f"--profile-memory=yes: {reason}")
+        raise pytest.UsageError(f"--profile-memory={memory}: {reason}")
     runenv.record_shim_problem(reason)

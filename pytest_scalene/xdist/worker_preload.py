@@ -1,4 +1,6 @@
-"""pytest-xdist: start the workers with the allocator shim preloaded when the controller has it.
+"""pytest-xdist: start the workers with the allocator shim preloaded when the controller has it
+preloaded (--profile-memory=preload); otherwise each worker installs it in its own process
+(sampling/in_process_hooks.py), a worker that xdist restarts included.
 
 A worker cannot re-execute itself (execnet talks to it through pipes its bootstrap set up), so
 without this, `-n 2 --profile` profiled no memory and a memory budget that passes without xdist
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from ..core import runenv
+from ..sampling import in_process_hooks
 
 
 @contextlib.contextmanager
@@ -25,7 +28,12 @@ def preloaded_workers(config: pytest.Config) -> Iterator[None]:
     """Around pytest_sessionstart on the controller (plugin.py): while xdist starts its workers,
     the environment starts them with the shim; acts only with xdist and the shim in this process."""
     path = runenv.shim_path()
-    if path is None or not config.pluginmanager.has_plugin("dsession") or not runenv.shim_loaded():
+    if (
+        path is None
+        or not config.pluginmanager.has_plugin("dsession")
+        or not runenv.shim_loaded()
+        or in_process_hooks.installed()
+    ):
         yield
         return
     overlay = runenv.preload_overlay(str(path), dict(os.environ))
