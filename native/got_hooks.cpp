@@ -4,11 +4,12 @@
 // same for each object loaded later (Python's extension modules, ctypes' libraries). memray
 // installs its hooks the same way.
 //
-// What the rewrite cannot see, and the preload can: calls made through a function pointer taken
-// before the install (a library that stored &malloc at its start), and objects that call the
-// allocator without a GOT entry (statically linked allocators). Blocks allocated before the
-// install and freed after it are counted as freed: the footprint is relative, as the gates read
-// it (per test, from arm()).
+// dlsym's entries point at a wrapper too, so that a pointer to malloc looked up at run time
+// (ctypes' CDLL(None).malloc) is the shim's, as under the preload. What the rewrite cannot see,
+// and the preload can: calls made through a function pointer taken before the install (a
+// library that stored &malloc at its start), and objects that call the allocator without a GOT
+// entry (statically linked allocators). Blocks allocated before the install and freed after it
+// are counted as freed: the footprint is relative, as the gates read it (per test, from arm()).
 //
 // The shim itself, the dynamic linker and the vDSO are never rewritten. The next allocator is
 // the one every other object was bound to (dlsym(RTLD_DEFAULT)): glibc's, or the allocator the
@@ -266,13 +267,34 @@ EXPORT int pytest_scalene_hook_in_process(void* self) {
   return 0;
 }
 
+namespace {
+
+// Puts back the rewritten slots that lie in `info`'s object: only objects still loaded (one
+// closed since the install is unmapped, and its slots with it).
+int restore_object(struct dl_phdr_info* info, size_t, void*) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& header = info->dlpi_phdr[i];
+    if (header.p_type != PT_LOAD) continue;
+    uintptr_t start = info->dlpi_addr + header.p_vaddr, end = start + header.p_memsz;
+    for (int j = g_rewritten_count - 1; j >= 0; j--) {
+      Rewritten& entry = g_rewritten[j];
+      uintptr_t at = reinterpret_cast<uintptr_t>(entry.slot);
+      if (entry.slot != nullptr && at >= start && at < end) {
+        write_slot(entry.slot, entry.original, entry.relro);
+        entry.slot = nullptr;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 // Puts every rewritten slot back (the process keeps running: pytest.main() returned). Blocks
 // the shim allocated stay valid: it forwards to the same allocator.
 EXPORT int pytest_scalene_unhook_in_process() {
   lock();
-  for (int i = g_rewritten_count - 1; i >= 0; i--) {
-    write_slot(g_rewritten[i].slot, g_rewritten[i].original, g_rewritten[i].relro);
-  }
+  dl_iterate_phdr(restore_object, nullptr);
   g_rewritten_count = 0;
   g_installed = false;
   unlock();

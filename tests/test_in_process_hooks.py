@@ -82,6 +82,19 @@ def test_a_library_that_opens_its_sibling():
     block = outer.open_sibling(64 * MB)  # SIBLING
     assert block
     ctypes.CDLL(os.environ["GRAB_LIBRARY"]).drop(ctypes.c_void_p(block))
+
+
+def test_a_library_closed_before_the_end():
+    import _ctypes
+
+    handle = _ctypes.dlopen(os.environ["CLOSED_LIBRARY"], os.RTLD_NOW)
+    lib = ctypes.CDLL(os.environ["CLOSED_LIBRARY"], handle=handle)
+    lib.grab.restype = ctypes.c_void_p
+    lib.grab.argtypes = [ctypes.c_size_t]
+    lib.drop.argtypes = [ctypes.c_void_p]
+    lib.drop(lib.grab(MB))
+    del lib
+    _ctypes.dlclose(handle)  # unmapped, with its rewritten entries: never written again
 """
 
 
@@ -96,6 +109,8 @@ def grab_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # -O0: neither call may be folded away or turned into calloc.
     build = [compiler, "-O0", "-shared", "-fPIC"]
     subprocess.run([*build, "-o", str(library), str(where / "grab.c")], check=True)
+    closed = where / "libgrab_closed.so"
+    subprocess.run([*build, "-o", str(closed), str(where / "grab.c")], check=True)
     inner = where / "sub" / "libinner_scalene.so"
     subprocess.run([*build, "-o", str(inner), str(where / "grab.c")], check=True)
     outer = [*build, "-Wl,--enable-new-dtags,-rpath,$ORIGIN/sub", "-o", str(where / "libouter.so")]
@@ -118,6 +133,7 @@ def _check(tests: dict, path: Path) -> None:
 def _suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, library: Path) -> Path:
     monkeypatch.setenv("GRAB_LIBRARY", str(library))
     monkeypatch.setenv("OUTER_LIBRARY", str(library.parent / "libouter.so"))
+    monkeypatch.setenv("CLOSED_LIBRARY", str(library.parent / "libgrab_closed.so"))
     for name in set(os.environ) - set(outside_xdist()):  # this run's own -n, if any
         monkeypatch.delenv(name)
     return pytester.makepyfile(test_mem=SUITE)
@@ -154,7 +170,7 @@ def test_in_process_and_preloaded_read_the_same(pytester, monkeypatch, grab_libr
     result = pytester.runpytest_subprocess(
         "--profile", f"--profile-memory={memory}", f"--profile-json={out}", *QUICK, timeout=300
     )
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
     _check(json.loads(out.read_text())["tests"], path)
 
 
@@ -166,5 +182,5 @@ def test_in_an_xdist_worker(pytester, monkeypatch, grab_library):
     result = pytester.runpytest_subprocess(
         "-n", "2", "--profile", f"--profile-json={out}", *QUICK, timeout=300
     )
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
     _check(json.loads(out.read_text())["tests"], path)
