@@ -137,7 +137,9 @@ def render(results: dict) -> str:
             "adds and two `malloc_usable_size` calls to a pair (the footprint is counted in the "
             "allocator's own sizes both ways), and a thread-local add to a copy. Installed in "
             "the process or preloaded, the path is the same code; only how calls reach it "
-            "differs (a rewritten GOT entry, or the dynamic linker's binding).",
+            "differs (a rewritten GOT entry, or the dynamic linker's binding). CI gates the "
+            "path's instruction count: `benchmarks/hot_paths` (`test_allocation_path`, a loop "
+            "in C through the shim's definitions) against its baseline.",
             "",
         ]
     )

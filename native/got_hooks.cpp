@@ -302,3 +302,21 @@ EXPORT int pytest_scalene_unhook_in_process() {
 }
 
 EXPORT int pytest_scalene_hooked_slots() { return g_rewritten_count; }
+
+// The hot-path benchmark's loop (benchmarks/hot_paths, counted under callgrind): `pairs`
+// malloc+free pairs and as many 256-byte memcpy calls through the shim's own definitions
+// (`self`: its handle), installed or not. Returns the pairs made, or -1.
+EXPORT long pytest_scalene_exercise(void* self, long pairs) {
+  auto allocate = reinterpret_cast<void* (*)(size_t)>(dlsym(self, "malloc"));
+  auto release = reinterpret_cast<void (*)(void*)>(dlsym(self, "free"));
+  auto copy = reinterpret_cast<void* (*)(void*, const void*, size_t)>(dlsym(self, "memcpy"));
+  if (allocate == nullptr || release == nullptr || copy == nullptr) return -1;
+  static char source[256], target[256];
+  for (long i = 0; i < pairs; i++) {
+    void* p = allocate(64 + (i & 7));
+    __asm__ volatile("" : : "r"(p) : "memory");
+    release(p);
+    copy(target, source, 256 - (i & 1));
+  }
+  return pairs;
+}
