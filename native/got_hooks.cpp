@@ -53,7 +53,8 @@ constexpr int kMaxRewritten = 1 << 15;
 Rewritten g_rewritten[kMaxRewritten];
 int g_rewritten_count = 0;
 std::atomic<int> g_lock{0};
-bool g_installed = false;
+// Read by the dlsym wrapper on any thread; set after g_ours and g_next are filled.
+std::atomic<bool> g_installed{false};
 const void* g_self_base = nullptr;  // the shim's own load address: never rewritten
 void* (*g_real_dlopen)(const char*, int) = nullptr;
 void* (*g_real_dlsym)(void*, const char*) = nullptr;
@@ -165,7 +166,7 @@ int rewrite_object(struct dl_phdr_info* info, size_t, void*) {
 
 void rewrite_all() {
   lock();
-  if (g_installed) dl_iterate_phdr(rewrite_object, nullptr);
+  if (g_installed.load(std::memory_order_acquire)) dl_iterate_phdr(rewrite_object, nullptr);
   unlock();
 }
 
@@ -231,7 +232,7 @@ EXPORT void* pytest_scalene_dlopen(const char* file, int mode) {
 EXPORT void* pytest_scalene_dlsym(void* handle, const char* name) {
   if (handle == RTLD_NEXT) return g_real_dlsym(handle, name);
   void* found = g_real_dlsym(handle, name);
-  if (found != nullptr && g_installed) {
+  if (found != nullptr && g_installed.load(std::memory_order_acquire)) {
     int which = index_of(name);
     if (which >= 0 && found == g_next[which]) return g_ours[which];
   }
@@ -242,7 +243,7 @@ EXPORT void* pytest_scalene_dlsym(void* handle, const char* name) {
 // definitions are found (a plain &malloc here would bind to the first malloc in the process).
 // Returns 0, or a negative number naming what failed.
 EXPORT int pytest_scalene_hook_in_process(void* self) {
-  if (g_installed) return 0;
+  if (g_installed.load(std::memory_order_acquire)) return 0;
   Dl_info where;
   if (dladdr(reinterpret_cast<void*>(&pytest_scalene_hook_in_process), &where) == 0) return -1;
   g_self_base = where.dli_fbase;
@@ -262,7 +263,7 @@ EXPORT int pytest_scalene_hook_in_process(void* self) {
     g_next[i] = dlsym(RTLD_DEFAULT, kNames[i]);
     if (g_ours[i] == nullptr || g_ours[i] == g_next[i]) return -4;
   }
-  g_installed = true;
+  g_installed.store(true, std::memory_order_release);
   rewrite_all();
   return 0;
 }
@@ -296,7 +297,7 @@ EXPORT int pytest_scalene_unhook_in_process() {
   lock();
   dl_iterate_phdr(restore_object, nullptr);
   g_rewritten_count = 0;
-  g_installed = false;
+  g_installed.store(false, std::memory_order_release);
   unlock();
   return 0;
 }
