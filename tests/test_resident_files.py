@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from pytest_scalene.sampling import resident as resident_module
 from pytest_scalene.sampling.resident import Resident
 
 pytestmark = pytest.mark.skipif(
@@ -33,6 +34,18 @@ def test_the_peak_is_the_tests_and_is_reset_at_each_start():
     assert first is not None and second is not None
     assert first >= 60 * MB, first
     assert second < 8 * MB, second
+
+
+def test_the_peak_comes_from_proc_when_getrusage_holds_an_older_mark(monkeypatch):
+    # ru_maxrss is the larger of the reset mark and the one recorded at exec (a big parent):
+    # above the resident set at the reset, it cannot tell the test's peak.
+    monkeypatch.setattr(resident_module, "_maxrss", lambda: 1 << 50)
+    resident = Resident()
+    resident.start()
+    block = _touch(64)
+    del block
+    grown = resident.peak_growth()
+    assert grown is not None and 60 * MB <= grown < 80 * MB, grown
 
 
 def test_a_fork_child_reads_its_own_resident_set():

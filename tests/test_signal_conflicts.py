@@ -213,7 +213,7 @@ def test_running_interval_timer_is_busy() -> None:
     signal.setitimer(signal.ITIMER_VIRTUAL, 100.0)
     try:
         assert "interval timer is running" in (timer.busy() or "")
-        chosen, reason = sampling_timers.choose("cpu", signal.ITIMER_VIRTUAL, signal.SIGVTALRM)
+        chosen, reason = sampling_timers.choose("cpu", timer)
         with contextlib.closing(chosen):
             assert isinstance(chosen, sampling_timers.PosixTimer)
             assert reason and "sampled with a POSIX timer on SIGRT" in reason

@@ -2,7 +2,8 @@
 one of them do more work fails the project's build, however noisy the machine. Baselines:
 baselines/benchmarks/hot_paths/ (re-save with the command in docs/baselines.md, "Dogfooding").
 
-Each test runs one path on fixed synthetic data: the sampler's per-sample line lookup, the
+Each test runs one path on fixed synthetic data: a profiled test's start and stop, the
+sampler's per-sample line lookup, the
 baseline comparison of a 200-line test, the timeline reduction, the baseline file's round trip,
 the terminal summary of a 300-test session, the callgrind reader, and the allocator shim's
 malloc, free and memcpy (native/shim.cpp), which every allocation of a profiled process pays.
@@ -16,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_scalene.config.options import ProfileOptions
 from pytest_scalene.core import runenv
 from pytest_scalene.core.model import LineKey, SessionProfile, TestProfile
 from pytest_scalene.gates import baseline_entry, baseline_store, comparison
 from pytest_scalene.instructions import callgrind_out
 from pytest_scalene.reports import summary as terminal_summary
 from pytest_scalene.sampling import timeline
+from pytest_scalene.sampling.profiler import Profiler
 from pytest_scalene.sampling.scope import CodeScope
 
 ROOT = str(Path(__file__).resolve().parent)
@@ -44,6 +47,32 @@ def test_sampler_line_lookup():
     frame = sys._getframe()
     for _ in range(2_000):
         scope.locate(frame)
+
+
+def test_per_test_lifecycle():
+    # What every profiled test pays, however short: the CPU sampler started and stopped around
+    # it (the signal and timer checked, armed, the clocks read, the last interval charged), the
+    # signal guard and blocking-call patches applied and undone. An interval no test reaches:
+    # no sample lands, under valgrind either, so the count is the lifecycle's alone.
+    options = ProfileOptions(
+        enabled=True,
+        interval_s=1000.0,
+        clock="cpu",
+        include=(),
+        exclude=(),
+        json_path=None,
+        top=None,
+        memory="no",
+        memory_threshold=10_485_767,
+        gpu="no",
+    )
+    profiler = Profiler(options, ROOT)
+    for i in range(200):
+        with profiler.profiling(f"test_x.py::test_{i}"):
+            pass
+    # Profiled itself (outside valgrind), the test finds SIGPROF held: a POSIX timer stands in.
+    assert len(profiler.session.tests) == 200
+    assert not [note for note in profiler.session.notes if "fail" in note or "error" in note]
 
 
 def test_baseline_comparison():

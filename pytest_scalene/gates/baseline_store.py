@@ -205,6 +205,14 @@ class _Reader:
             raise self.fail(where, f"expected an object, got {_kind(value)}")
         return {name: self.number(v, f"{where}.{name}") for name, v in value.items()}
 
+    def cpu(self, value: Any, where: str) -> dict[str, float]:
+        """The CPU time's distribution; its count of runs stays whole, so that an entry kept
+        through a re-save is written back byte for byte."""
+        found = self.metrics(value, where)
+        if "runs" in found:
+            found["runs"] = self.integer(value["runs"], f"{where}.runs", 0)
+        return found
+
     def line(self, value: Any, where: str) -> LineEntry:
         keys = ("file", "function", "offset", "text", "line", "metrics")
         data = self.obj(value, where, keys, ("share", "samples"))
@@ -244,7 +252,7 @@ class _Reader:
             self.number(data["elapsed_s"], f"{where}.elapsed_s"),
             functions,
             environment,
-            cpu=self.metrics(data.get("cpu", {}), f"{where}.cpu"),
+            cpu=self.cpu(data.get("cpu", {}), f"{where}.cpu"),
             commit=self.string(data.get("commit", ""), f"{where}.commit"),
         )
 

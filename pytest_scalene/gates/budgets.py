@@ -34,6 +34,8 @@ class Budget:
 
     def with_defaults(self, fail_on_leak: bool, max_copy_mb_s: float | None) -> Budget:
         """The command line's gates, for every profiled test that does not set its own."""
+        if not fail_on_leak and max_copy_mb_s is None:
+            return self
         limits = dict(self.limits)
         if fail_on_leak:
             limits.setdefault("leaks", False)

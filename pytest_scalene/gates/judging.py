@@ -42,6 +42,7 @@ from .repeat import (
 ONLY_INSTRUCTIONS = tuple(name for name in METRICS if name != "instructions")  # compare's skip
 BUDGET_KEY = pytest.StashKey[Budget]()
 CLEARED_KEY = pytest.StashKey[str]()  # a CPU suspect that warm re-runs cleared, for the notes
+NO_BUDGET = Budget()  # a test without perf_budget markers
 
 
 class Gates:
@@ -57,6 +58,9 @@ class Gates:
         self.summary: list[str] = []  # lines for the terminal summary
         # Tests whose call phase runs: their subtests' reports (when == "call") are not judged.
         self.in_call: set[str] = set()
+        # The figures go on the item as JUnit properties only when a JUnit file is written:
+        # 10 properties a test cost 15 us of its profiled time, and every report copies them.
+        self.junit = bool(getattr(config.option, "xmlpath", None))
 
     # -- the session starts ----------------------------------------------------------------------
     def availability(self) -> Availability:
@@ -105,6 +109,8 @@ class Gates:
     def before_call(self, item: pytest.Item) -> None:
         """Read the test's perf_budget markers; a wrong one fails the test before it runs."""
         marks = [(node.nodeid or node.name, m) for node, m in item.iter_markers_with_node(MARKER)]
+        if not marks:
+            return  # judge() reads no BUDGET_KEY as no budget
         try:
             item.stash[BUDGET_KEY] = parse_marks(marks)
             error = None
@@ -133,7 +139,7 @@ class Gates:
         machine another process can slow every repeat of a test for a second or more. The
         fastest of all runs is judged (docs/baselines.md, the noise rule); the re-runs change
         only the CPU figures, never the counted ones."""
-        budget = item.stash.get(BUDGET_KEY, Budget())
+        budget = item.stash.get(BUDGET_KEY, NO_BUDGET)
         suspect: str | None = None
         for pause in (*CONFIRM_PAUSES_S, None):
             profile = self.profiler.session.tests[item.nodeid]
@@ -167,10 +173,11 @@ class Gates:
         and the JUnit properties; return the messages of the failed gates."""
         verdicts: list[Verdict] = []
         if report.passed:  # a failing test is not judged: its figures are not those of a pass
-            budget = item.stash.get(BUDGET_KEY, Budget()).with_defaults(
+            budget = item.stash.get(BUDGET_KEY, NO_BUDGET).with_defaults(
                 self.options.fail_on_leak, self.options.max_copy_mb_s
             )
-            verdicts += check(budget, profile, self.availability())
+            if budget.limits:
+                verdicts += check(budget, profile, self.availability())
             verdicts += others
             if self.options.compare:
                 verdicts += self._compare(profile, budget)
@@ -178,7 +185,8 @@ class Gates:
                     profile.extra["baseline"]["notes"].append(item.stash[CLEARED_KEY])
         if verdicts:
             profile.verdicts = verdicts
-        self._properties(item, profile, verdicts)
+        if self.junit:
+            self._properties(item, profile, verdicts)
         return [v.message for v in verdicts if v.failed]
 
     def counts_rule(self) -> NoiseRule:

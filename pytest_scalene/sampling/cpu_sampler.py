@@ -24,17 +24,17 @@ The handler never nests: while it waits for the GIL, the next signal may already
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import dis
 import resource
 import signal
 import threading
-import time
 from collections.abc import Callable, Sequence
 
-# Bound at import: a test may delete them (attrs' suite deletes sys._getframe).
-from sys import _getframe
-from time import perf_counter  # bound now: a test may delete time.perf_counter
+# Bound now: a test may delete time.perf_counter (and each look-up costs, per test).
+from time import CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID, perf_counter
+from time import clock_gettime as _clock_gettime
 from types import CodeType, FrameType
 from typing import Protocol
 
@@ -42,7 +42,7 @@ from ..core.model import LineKey, TestProfile
 from .call_sites import on_call
 from .scope import CodeScope
 from .threads import current_frames, thread_cpu
-from .timers import SamplingTimer, choose
+from .timers import IntervalTimer, SamplingTimer, choose
 from .timers import _getsignal as _real_getsignal
 from .timers import _signal as _real_signal
 
@@ -135,7 +135,8 @@ class CpuSampler:
         self.scope = scope
         self.interval_s = interval_s
         self.clock = clock
-        self.timer, self.signum = CLOCKS[clock]
+        self.signum = CLOCKS[clock][1]
+        self._usual_timer = IntervalTimer(*CLOCKS[clock])
         self.listeners = list(listeners)
         self.on_error = on_error
         self._profile: TestProfile | None = None
@@ -155,12 +156,13 @@ class CpuSampler:
         """Start sampling into `profile`. When the usual signal or timer is taken, a POSIX timer
         on a free real-time signal is used (sampling_timers); SignalBusy when neither works."""
         try:
-            timer, self.fallback_reason = choose(self.clock, self.timer, self.signum)
+            timer, self.fallback_reason = choose(self.clock, self._usual_timer)
         except RuntimeError as exc:
             raise SignalBusy(str(exc)) from None
         self._sampling_timer = timer
         self.signum = timer.signum
         self._prompt_s = PROMPT_FRACTION * self.interval_s
+        self._was_prompt = True
         self._profile = profile
         self._previous_handler = _real_signal(self.signum, self._on_signal)
         # Python installs handlers without SA_RESTART: a tick would make a blocking C call
@@ -215,7 +217,10 @@ class CpuSampler:
         self._give_signal_back()
 
     def stop(self, frame: FrameType | None = None) -> None:
-        """Stop the timer and give back the signal; the partial last interval is charged."""
+        """Stop the timer and give back the signal; the partial last interval is charged to
+        the test, and to the line of `frame` where one is given (step_aside: the test's own
+        call). Without one, the test's code has returned: what runs now is pytest's, and
+        looking for a profiled line above it cost 12 us a test to find none."""
         if self._profile is None:
             self._release()  # after an error, step_aside from another thread, or abandon()
             return
@@ -223,7 +228,7 @@ class CpuSampler:
             self._sampling_timer.disarm()
         self._in_handler = True  # a tick already pending must not sample a second time
         try:
-            self._sample(frame or _getframe(1))
+            self._sample(frame, final=True)
         finally:
             self._in_handler = False
             self._profile = None
@@ -247,7 +252,7 @@ class CpuSampler:
         # A tick still pending (the signal blocked in every thread) would otherwise reach the
         # default action, which for SIGPROF, SIGALRM and real-time signals ends the process.
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            if self.signum in signal.sigpending():
+            if self.signum in _signal.sigpending():  # ints: signal's own makes enums
                 signal.sigtimedwait([self.signum], 0)
         _real_signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
 
@@ -257,7 +262,7 @@ class CpuSampler:
 
     def _timer_now(self) -> float:
         if self.clock == "cpu":
-            return time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
+            return _clock_gettime(CLOCK_PROCESS_CPUTIME_ID)
         return perf_counter()
 
     def _reset_clocks(self) -> None:
@@ -272,7 +277,7 @@ class CpuSampler:
     def _exclude_handler_time(self, main_clock_at_entry: float) -> None:
         """Move the baselines past the main thread's time in the handler: that is the
         profiler's cost, not the test's. Other threads' clocks keep their entry readings."""
-        spent = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID) - main_clock_at_entry
+        spent = _clock_gettime(CLOCK_THREAD_CPUTIME_ID) - main_clock_at_entry
         self._user += spent
         self._wall = perf_counter()
         self._timer_clock = self._timer_now()
@@ -322,10 +327,12 @@ class CpuSampler:
         self._was_prompt = prompt
         return python / elapsed
 
-    def _sample(self, main_frame: FrameType | None) -> None:
+    def _sample(self, main_frame: FrameType | None, final: bool = False) -> None:
+        """Charge the time since the last sample; `final`: at stop(), with no interval after
+        it to keep the handler's own time out of."""
         profile = self._profile
         assert profile is not None
-        main_clock_at_entry = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
+        main_clock_at_entry = 0.0 if final else _clock_gettime(CLOCK_THREAD_CPUTIME_ID)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         elapsed_wall = perf_counter() - self._wall
         # The handler's own time was taken off as user time (_exclude_handler_time): where it
@@ -379,4 +386,5 @@ class CpuSampler:
             listener.on_cpu_sample(profile, main_frame, main_key[0] if main_key else None, main_cpu)
         self._user, self._system = usage.ru_utime, usage.ru_stime
         self._thread_clock = readings
-        self._exclude_handler_time(main_clock_at_entry)
+        if not final:
+            self._exclude_handler_time(main_clock_at_entry)

@@ -166,7 +166,7 @@ class MemorySampler:
     ) -> None:
         """At each CPU sample: the resident growth since the last one goes to the main thread's
         line (page faults take CPU time, so the line that touches memory is sampled)."""
-        if not self._active:
+        if not self._active or frame is None:  # None: the test's end, read by _finish
             return
         grown = self._resident.step()
         if key is not None and grown > 0:

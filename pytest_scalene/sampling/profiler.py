@@ -40,18 +40,42 @@ class Profiler:
         self.listeners: list[SampleListener] = []
         self._patches = BlockingPatches()
         self._warmed_up = False  # a test has been profiled in this process
+        self._sampler: CpuSampler | None = None
+        self._guard: SignalGuard | None = None
+        self._current: TestProfile | None = None  # the test the guard speaks for
 
     def wants(self, item: Any) -> bool:
         """Whether a test is profiled: --profile (or a gate that needs profiles) unless the
         code map shows it unchanged, or a perf_budget marker on the test."""
-        if item.get_closest_marker(MARKER) is not None:
-            return True
-        return self.options.enabled and item.nodeid not in self.not_measured
+        if self.options.enabled and item.nodeid not in self.not_measured:
+            return True  # before the marker: looking one up walks the test's parents
+        return item.get_closest_marker(MARKER) is not None
 
     def note(self, message: str) -> None:
         """A one-time remark for the report (why a metric is missing, a conflict...)."""
         if message not in self.session.notes:
             self.session.notes.append(message)
+
+    def _session_sampler(self) -> CpuSampler:
+        """The CPU sampler and its signal guard, made at the first test and kept for the
+        session: one of each per test cost 4 us a test."""
+        if self._sampler is None:
+            self._sampler = CpuSampler(
+                self.scope,
+                self.options.interval_s,
+                self.options.clock,
+                on_error=self._on_sampler_error,
+            )
+            self._guard = SignalGuard(self._sampler, self._step_aside, self._patches.undo)
+        self._sampler.listeners = self.listeners  # attach() calls may add some between tests
+        return self._sampler
+
+    def _step_aside(self, reason: str) -> None:
+        """The test took the sampler's signal or timer: its CPU figures are partial."""
+        profile = self._current
+        if profile is not None:
+            self.note(f"{profile.nodeid}: {reason}")
+            profile.extra["cpu_sampling_skipped"] = reason  # budgets say so
 
     def _on_sampler_error(self, exc: BaseException) -> None:
         self.note(f"CPU sampler stopped after an internal error: {exc!r}")
@@ -66,13 +90,7 @@ class Profiler:
             if not self._warmed_up:
                 profile.extra[WARM_UP_KEY] = True
         self._warmed_up = True
-        sampler = CpuSampler(
-            self.scope,
-            self.options.interval_s,
-            self.options.clock,
-            self.listeners,
-            on_error=self._on_sampler_error,
-        )
+        sampler = self._session_sampler()
         started: list[Collector] = []
         for collector in self.collectors:
             try:
@@ -90,12 +108,8 @@ class Profiler:
         if sampler is not None:
             if sampler.fallback_reason:
                 self.note(f"CPU sampling: {sampler.fallback_reason}")
-
-            def step_aside(reason: str) -> None:
-                self.note(f"{nodeid}: {reason}")
-                profile.extra["cpu_sampling_skipped"] = reason  # partial CPU: budgets say so
-
-            guard = SignalGuard(sampler, step_aside, in_child=self._patches.undo)
+            guard = self._guard
+            self._current = profile
         self._patches.apply()
         if guard is not None:
             guard.apply()
@@ -119,3 +133,4 @@ class Profiler:
                     step()
                 except Exception as exc:  # the test's own outcome stands
                     self.note(f"{name} failed to stop: {exc!r}")
+            self._current = None

@@ -133,12 +133,17 @@ class IntervalTimer:
         self.signum = signum
         self.description = signal_name(signum)
         self._interval = 0.0
+        self._armed = False
 
     def arm(self, interval_s: float) -> None:
         _setitimer(self.itimer, interval_s, interval_s)  # type: ignore[arg-type]
         self._interval = _getitimer(self.itimer)[1]  # type: ignore[arg-type]
+        self._armed = True
 
     def disarm(self) -> None:
+        if not self._armed:  # the sampler's stop and its release both disarm
+            return
+        self._armed = False
         # Code that bypassed signal_guard (`from signal import setitimer`) may have set its
         # own timer meanwhile: that one is left running.
         if _getitimer(self.itimer)[1] in (0.0, self._interval):  # type: ignore[arg-type]
@@ -211,10 +216,10 @@ def _free_realtime_signal() -> int | None:
     return None
 
 
-def choose(clock: str, itimer: int, signum: int) -> tuple[SamplingTimer, str | None]:
-    """The timer to sample `clock` with, and why the usual one was not used (None if it was).
-    Raises RuntimeError naming the conflict when neither is possible."""
-    usual = IntervalTimer(itimer, signum)
+def choose(clock: str, usual: IntervalTimer) -> tuple[SamplingTimer, str | None]:
+    """The timer to sample `clock` with: `usual` (setitimer, kept by the sampler from one test
+    to the next), or where it is taken a POSIX timer, and why (None for the usual one). Raises
+    RuntimeError naming the conflict when neither is possible."""
     taken = usual.busy()
     if taken is None:
         return usual, None
