@@ -39,7 +39,8 @@ cmake --build "$build" --target _native -j2 >/dev/null
 # The shim's own flags (CMakeLists.txt) and --as-needed: only libasan and libc, no C++ runtime.
 "$cxx" "${flags[@]}" -std=c++17 -shared -fPIC -fno-exceptions -fno-rtti -fvisibility=hidden \
   -fno-tree-loop-distribute-patterns -ftls-model=initial-exec -I native \
-  scripts/asan/shim_asan.cpp -o "$build/libpytest_scalene_shim.so" -Wl,--as-needed -ldl -lpthread
+  scripts/asan/shim_asan.cpp native/got_hooks.cpp -o "$build/libpytest_scalene_shim.so" \
+  -Wl,--as-needed -ldl -lpthread
 
 pkg=$build/pkg/pytest_scalene
 rm -rf "$build/pkg" && mkdir -p "$pkg"
@@ -83,7 +84,8 @@ echo "canaries: blocks have redzones, a poisoned read is reported"
 # The memory tests, unless test paths are given.
 if ! printf '%s\n' "$@" | grep -q '^tests/'; then
   set -- tests/test_shim_api.py tests/test_shim_preload.py tests/test_shim_robustness.py \
-    tests/test_memory_accuracy.py tests/test_memory_leaks.py tests/test_memory_timeline.py "$@"
+    tests/test_memory_accuracy.py tests/test_memory_leaks.py tests/test_memory_timeline.py \
+    tests/test_in_process_hooks.py "$@"
 fi
 # Reports go to files too: a finding in a child whose crash a test expects is not lost.
 rm -rf "$build/logs" && mkdir -p "$build/logs"

@@ -326,6 +326,12 @@ class MemorySampler:
         if resident is not None:
             profile.extra["rss_mb"] = max(0.0, resident / MB)
         profile.extra["timeline"] = timeline.reduce(self._points)
+        if not self._lines and not self._rss_lines and not profile.lines:
+            # No sample landed (most short tests): no line figures, no tracked allocation.
+            profile.extra["retained"] = []
+            profile.extra["leaks"] = []
+            profile.extra["held"] = []
+            return
         evidence = []
         held: dict[LineKey, int] = {}
         for key, line in self._lines.items():

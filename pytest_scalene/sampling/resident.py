@@ -76,11 +76,11 @@ class Resident:
     def peak_growth(self) -> int | None:
         if self._base is None:
             return None
+        if self._maxrss_tracks:  # the exact mark: above every reading step() could take
+            return max(self._peak, _maxrss()) - self._base
         self.step()
         peak = self._peak
-        if self._maxrss_tracks:
-            peak = max(peak, _maxrss())
-        elif self._hwm_reset:
+        if self._hwm_reset:
             try:  # a read at offset 0 has the kernel write the file afresh
                 status = os.pread(self._file("status", os.O_RDONLY), 16384, 0)
                 at = status.index(b"VmHWM:") + len(b"VmHWM:")
