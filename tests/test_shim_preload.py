@@ -94,14 +94,30 @@ def test_no_loop_when_the_preload_does_not_take(
     assert any("memory, leak and copy columns are absent" in n for n in notes), notes
 
 
-@pytest.mark.skipif(runenv.shim_loaded(), reason="this process already has the shim")
-def test_in_process_runs_cannot_reexec(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_one():\n    pass\n")
-    result = pytester.runpytest("--profile", "--profile-memory=yes")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result = pytester.runpytest("--profile", *QUICK)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*memory, leak and copy columns are absent*in-process*"])
+MAIN_TWICE = """
+import json, sys, pytest
+for memory in ("preload", "yes"):
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "--profile", f"--profile-memory={memory}",
+                        f"--profile-json={memory}.json", "test_one.py"])
+    print("EXIT", memory, int(code))
+"""
+
+
+def test_pytest_main_profiles_memory_in_process_and_cannot_reexec(pytester: pytest.Pytester):
+    """pytest.main() cannot be re-executed: --profile-memory=preload is a usage error there,
+    while the default installs the shim in the running process. In a process of its own: a
+    test module that loads the shim library (ctypes) would make this one's look preloaded."""
+    pytester.makepyfile(test_one="def test_one():\n    assert bytearray(8 << 20)\n")
+    script = pytester.path / "main_twice.py"
+    script.write_text(MAIN_TWICE)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=pytester.path, capture_output=True, text=True
+    )
+    assert "EXIT preload 4" in done.stdout, done.stdout + done.stderr  # USAGE_ERROR
+    assert "pytest.main()" in done.stderr, done.stderr
+    assert "EXIT yes 0" in done.stdout, done.stdout + done.stderr
+    tests = json.loads((pytester.path / "yes.json").read_text())["tests"]
+    assert tests["test_one.py::test_one"]["peak_mb"] >= 7.5, tests
 
 
 def test_restore_environment(monkeypatch: pytest.MonkeyPatch) -> None:
