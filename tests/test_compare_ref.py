@@ -311,10 +311,17 @@ def test_mixed():
 def test_a_slowed_function_that_is_a_minority_of_its_test_fails_by_the_function_rule(pytester):
     repository(pytester, MINORITY)
     (pytester.path / "mylib.py").write_text(LIBRARY.format(factor=1.25))
+    # The function rule's power at this size is about 93% a run on this VM (a run in 14 here
+    # missed it, under load): 2 of 3 runs must catch it, 3 of 3 failed 1 check in 5.
+    caught = 0
     for attempt in range(3):
         result = compare(pytester, f"--profile-json={pytester.path / 'ab.json'}")
         text = result.stdout.str()
+        if result.ret == 0:
+            assert "0 slower, 0 not judged" in text, text  # missed, not broken
+            continue
         assert result.ret == 1, f"1.25x of 35%, attempt {attempt}:\n{text}"
+        caught += 1
         ab = json.loads((pytester.path / "ab.json").read_text())["tests"]
         ab = ab["test_work.py::test_mixed"]["ab"]
         failing = [f for f in ab["functions"] if f["verdict"] == "fail"]
@@ -326,6 +333,7 @@ def test_a_slowed_function_that_is_a_minority_of_its_test_fails_by_the_function_
         assert re.search(shown, text), text
         share = failing[0]["baseline_share"]
         assert 0.2 < share < 0.5, f"slowed is {share:.0%} of the test: resize MINORITY"
+    assert caught >= 2, f"1.25x of 35% caught in {caught} of 3 runs"
 
 
 def test_a_test_on_one_side_only_is_a_note_and_a_failing_one_is_not_judged(pytester):
