@@ -225,7 +225,7 @@ def inject(directory: Path, target: Target, kind: str, iterations: int | None = 
         body = ["    " + line if line.strip() else line for line in lines[start:end]]
         spin = [
             f"_pss_depth[0] += 1  {MARK}\n",
-            "_pss_t0 = _pss_time.thread_time() if _pss_on[0] else 0.0\n",
+            "_pss_t0 = _pss_time.thread_time() if _pss_on[0] and _pss_depth[0] == 1 else 0.0\n",
             "try:\n",
         ]
         after = [

@@ -5,7 +5,6 @@ the slowdown is there when on and gone when off."""
 from __future__ import annotations
 
 import importlib.util
-import time
 from pathlib import Path
 
 import pytest
@@ -57,28 +56,67 @@ def test_an_injection_keeps_the_results_and_names_its_line(tmp_path: Path, kind:
         assert len(module._pss_leaked) == 31  # every call, recursive ones included
 
 
-def test_the_slowdown_costs_its_factor_and_turns_off(tmp_path: Path) -> None:
+class _Clock:
+    """A thread CPU clock that moves by `step` at each read: the spin's sizing, seen without
+    the machine's load (the benchmark reads the real factor with timeit: real_factor)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step, self.reads = 0.0, step, 0
+
+    def thread_time(self) -> float:
+        self.reads += 1
+        self.now += self.step
+        return self.now
+
+
+def _slowed(tmp_path: Path, function: str, name: str) -> tuple[object, _Clock, list[float]]:
+    (tmp_path / "pkg.py").write_text(SOURCE)
+    gates_bench.inject(tmp_path, _target(function), "slow-2.5")
+    module = _load(tmp_path / "pkg.py", name)
+    clock, asked = _Clock(0.004), []
+    module._pss_time = clock
+    module._pss_iterations = lambda seconds: asked.append(seconds) or 0
+    return module, clock, asked
+
+
+def test_the_slowdown_spins_its_factor_of_the_call_and_turns_off(tmp_path: Path) -> None:
+    module, clock, asked = _slowed(tmp_path, "busy", "pkg_slow")
+    assert module.busy([1, 2, 3]) == 6
+    assert asked == [pytest.approx(0.004 * 1.5)]  # the call's 4 ms, 1.5 more of it: 2.5x
+    module._pss_on[0] = False
+    reads = clock.reads
+    assert module.busy([1, 2, 3]) == 6
+    assert clock.reads == reads and len(asked) == 1  # off: no clock read, no spin
+
+
+def test_a_recursive_function_spins_once_for_its_outermost_call(tmp_path: Path) -> None:
+    module, clock, asked = _slowed(tmp_path, "Parser.parse", "pkg_slow_parse")
+    assert module.Parser().parse(5) == 55
+    assert clock.reads == 2 and len(asked) == 1  # nested calls neither read nor spin
+
+
+def test_the_spin_rate_is_calibrated_every_fifth_of_a_second_less_the_clock_reads(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "pkg.py").write_text(SOURCE)
     gates_bench.inject(tmp_path, _target("busy"), "slow-2.0")
-    module = _load(tmp_path / "pkg.py", "pkg_slow")
-    values = list(range(200_000))
-
-    def best() -> float:
-        times = []
-        for _ in range(5):
-            start = time.thread_time()
-            module.busy(values)
-            times.append(time.thread_time() - start)
-        return min(times)
-
-    ratios = []
-    for _ in range(5):
-        module._pss_on[0] = False
-        off = best()
-        module._pss_on[0] = True
-        ratios.append(best() / off)
-    ratios.sort()
-    assert 1.6 < ratios[2] < 2.6, ratios  # 2x asked; the machine's load moves CPU time
+    module = _load(tmp_path / "pkg.py", "pkg_slow_rate")
+    clock = _Clock(1e-6)
+    module._pss_time = clock
+    wall = [10.0]
+    clock.perf_counter = lambda: wall[0]  # type: ignore[attr-defined]
+    first = module._pss_iterations(0.01)
+    rate, read_cost, _ = module._pss_calibration
+    # 20,000 iterations between two reads 1 us apart; 100 reads then one more, 101 us
+    assert rate == pytest.approx(2e10) and read_cost == pytest.approx(1.01e-6)
+    assert first == int((0.01 - 2.02e-6) * 2e10)
+    reads = clock.reads
+    wall[0] += 0.1
+    assert module._pss_iterations(0.01) == first and clock.reads == reads  # not recalibrated
+    wall[0] += 0.15
+    module._pss_iterations(0.01)
+    assert clock.reads == reads + 103
+    assert module._pss_iterations(1e-6) == 0  # shorter than the two clock reads: no spin
 
 
 def test_a_missing_function_is_named(tmp_path: Path) -> None:
