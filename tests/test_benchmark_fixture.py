@@ -1,6 +1,6 @@
 """Tests written with pytest-benchmark's `benchmark` fixture are measured per call of the
-benchmarked function (benchmark/): in the profile and its budgets and baselines, under instruction
-counts (one call after a warm-up) and under A/B (pairs of calls); with pytest-benchmark on, its
+benchmarked function (benchmark/): in the profile and its budgets and baselines, and under A/B
+(pairs of calls; instruction counts: test_benchmark_instructions.py); with pytest-benchmark on, its
 own statistics still come out; without it, pytest-scalene's stand-in fixture runs the suite."""
 
 from __future__ import annotations
@@ -237,65 +237,6 @@ def test_a_stored_baseline_compares_one_call(pytester, monkeypatch):
     result = pytester.runpytest_subprocess(*flags, "--profile-compare", "test_bench.py::test_call")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CPU time regressed: * ms vs baseline * ms*mylib.py*"])
-
-
-# -- instruction counts: one call after a warm-up -----------------------------------------------
-needs_valgrind = pytest.mark.skipif(
-    shutil.which("valgrind") is None, reason="valgrind is not installed (apt-get install valgrind)"
-)
-FIRST_CALL_COSTS = """
-import pytest
-from mylib import work
-
-_cache = {}
-
-
-def cached_work(n):
-    # The first call fills a cache at 5x the cost of a call: the warm-up's, never counted.
-    if n not in _cache:
-        _cache[n] = work(5 * n)
-    return work(n)
-
-
-def test_call(benchmark):
-    benchmark(cached_work, 20_000)
-
-
-def test_pedantic(benchmark):
-    benchmark.pedantic(
-        cached_work, setup=lambda: (work(40_000) and ((20_000,), {})), rounds=7
-    )
-
-
-def test_whole():
-    work(20_000)
-"""
-
-
-def _instructions(pytester: pytest.Pytester, *args: str) -> dict[str, int]:
-    pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        "--profile",
-        "--profile-measure=instructions",
-        "--profile-memory=no",
-        "--profile-save-baseline",
-        *args,
-    ).assert_outcomes(passed=3)
-    tests = json.loads((pytester.path / "baselines" / "test_bench.py.json").read_text())["tests"]
-    return {nodeid.split("::")[1]: t["metrics"]["instructions"] for nodeid, t in tests.items()}
-
-
-@needs_valgrind
-@pytest.mark.parametrize("plugins", [(), NO_BENCHMARK], ids=["pytest-benchmark", "stand-in"])
-def test_instructions_count_one_call_after_a_warm_up(pytester, plugins):
-    suite(pytester, FIRST_CALL_COSTS)
-    counts = _instructions(pytester, *plugins)
-    whole = counts["test_whole"]
-    # One call of work(20_000), as the test that calls it once: not the warm-up's 5x cache
-    # fill, not pedantic's setup (2x), not pytest-benchmark's rounds.
-    for name in ("test_call", "test_pedantic"):
-        assert 0.9 < counts[name] / whole < 1.2, counts
 
 
 # -- A/B: pairs of calls -------------------------------------------------------------------------

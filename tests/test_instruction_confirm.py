@@ -5,6 +5,9 @@ repeats is judged as counted."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from pytest_scalene.core.model import COUNTED_CALLS_KEY
 from pytest_scalene.gates.comparison import NoiseRule
 from pytest_scalene.instructions import counts, runner
 
@@ -22,7 +25,8 @@ class FakeGates:
         return NoiseRule()
 
     def counted_regression(self, nodeid: str, counted) -> bool:
-        base = counts.entry_of(_counted(1_000_000, 400_000))
+        stored = counts.entry_of(_counted(1_000_000, 400_000))
+        base = dataclasses.replace(stored, environment=counted.environment)  # one environment
         from pytest_scalene.gates.comparison import compare
         from pytest_scalene.gates.judging import ONLY_INSTRUCTIONS
 
@@ -31,13 +35,17 @@ class FakeGates:
         )
 
 
-def _counts(first: dict, second: dict) -> tuple[counts.InstructionCounts, list[list[str]]]:
+def _counts(
+    first: dict, second: dict, calls_asked: list | None = None
+) -> tuple[counts.InstructionCounts, list[list[str]]]:
     found = counts.InstructionCounts.__new__(counts.InstructionCounts)
     found.counts = dict(first)
     sessions: list[list[str]] = []
 
-    def count(nodeids: list[str], why: str = "") -> None:
+    def count(nodeids: list[str], why: str = "", calls: dict | None = None) -> None:
         sessions.append(list(nodeids))
+        if calls_asked is not None:
+            calls_asked.append(calls)
         found.counts = {n: second[n] for n in nodeids}
 
     found._count = count  # type: ignore[method-assign]
@@ -62,6 +70,19 @@ def test_a_count_that_moves_between_sessions_is_not_judged_one_that_repeats_is()
     note = found.counts["t.py::test_threads"]
     assert isinstance(note, str) and "moved between two counting sessions" in note
     assert "1,060,000 then 1,010,000" in note and "--profile-compare-ref" in note
+
+
+def test_a_benchmark_test_is_confirmed_over_as_many_calls_as_it_was_counted():
+    per_call = {**PERF, COUNTED_CALLS_KEY: "64"}
+    first = {
+        "t.py::test_bench": runner.Counted(1_080_000, {"t.py::test": 1_080_000}, per_call),
+        "t.py::test_slowed": _counted(1_080_000, 480_000),
+    }
+    second = {n: first[n] for n in first}
+    asked: list = []
+    found, sessions = _counts(first, second, asked)
+    found.confirm(FakeGates())  # type: ignore[arg-type]
+    assert asked == [{"t.py::test_bench": 64}]  # the test counted whole: sized as ever
 
 
 def test_no_suspect_no_second_session():

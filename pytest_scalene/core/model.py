@@ -17,6 +17,10 @@ SCHEMA_VERSION = 1
 # gave to the `benchmark` fixture, divided by this many calls (benchmark/calls.py).
 CALLS_KEY = "benchmark_calls"
 PER_CALL_EXTRA = ("alloc_mb", "copy_mb")  # the `extra` figures so divided: counted totals
+# A benchmark test's instruction counts are per call over this many counted calls
+# (instructions/benchmark_count.py), kept in the counts' environment: the noise floor per call
+# depends on it, so both sides must have counted as many.
+COUNTED_CALLS_KEY = "benchmark calls counted"
 
 
 @dataclass(frozen=True, order=True)

@@ -30,6 +30,7 @@ def compare(
     """Judge `current` against `baseline`; the findings name the metric, both values, the line.
     Metrics in `skip` are not judged (the CPU time, when instructions are counted)."""
     rule = rule.per_call(current.cpu.get("calls", 0.0), baseline.cpu.get("calls", 0.0))
+    rule = rule.counted(baseline.environment, current.environment)
     pairs, by_offset, new, vanished = match_lines(baseline.lines, current.lines)
     result = Comparison(
         matched_by_text=len(pairs) - by_offset,

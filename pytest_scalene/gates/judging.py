@@ -19,7 +19,7 @@ import pytest
 
 from ..config.options import GateOptions
 from ..core import runenv
-from ..core.model import TestProfile
+from ..core.model import COUNTED_CALLS_KEY, TestProfile
 from ..core.outputs import Outputs
 from ..core.verdict import Verdict
 from ..sampling.profiler import WARM_UP_KEY, Profiler
@@ -194,6 +194,18 @@ class Gates:
         return NoiseRule.for_run(
             self.options.regression, options.interval_s, options.memory_threshold
         )
+
+    def counted_calls(self, nodeids: list[str]) -> dict[str, int]:
+        """The benchmark tests' counted calls in their stored baselines (both sides of an
+        instruction comparison count as many: instructions/benchmark_count.py)."""
+        found = {}
+        for nodeid in nodeids:
+            stored = self.baselines.get(baseline_store.module_of(nodeid))
+            entry = stored.tests.get(nodeid) if stored else None
+            calls = entry.environment.get(COUNTED_CALLS_KEY, "") if entry else ""
+            if calls.isdigit() and int(calls) > 0:
+                found[nodeid] = int(calls)
+        return found
 
     def counted_regression(self, nodeid: str, counted: baseline_store.TestEntry) -> bool:
         """Whether a test's instruction counts would fail against its stored baseline (the

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..config.options import DEFAULT_TOLERANCE
-from ..core.model import PER_CALL_EXTRA
+from ..core.model import COUNTED_CALLS_KEY, PER_CALL_EXTRA
 from .metrics import METRICS
 
 MIN_CPU_FLOOR_S = 0.05
@@ -49,6 +49,9 @@ class NoiseRule:
     # steps may read one step off on each side: a step over each side's calls (step_scale).
     calls: float = 1.0
     step_scale: float = 1.0
+    # A benchmark test's instructions are per call over this many counted calls: the floor,
+    # a count's noise whatever its size, is divided by them (instructions/benchmark_count.py).
+    counted_calls: int = 1
 
     @classmethod
     def for_run(
@@ -66,6 +69,14 @@ class NoiseRule:
             return self
         return replace(self, calls=2 / (1 / now + 1 / then), step_scale=1 / now + 1 / then)
 
+    def counted(self, before: dict[str, str], after: dict[str, str]) -> NoiseRule:
+        """For instruction counts of as many counted calls on both sides (their environments;
+        counts of different calls are not compared: incomparable.py)."""
+        calls = before.get(COUNTED_CALLS_KEY)
+        if calls is None or calls != after.get(COUNTED_CALLS_KEY) or not calls.isdigit():
+            return self
+        return replace(self, counted_calls=max(1, int(calls)))
+
     def tolerance_for(self, metric: str) -> float:
         if self.tolerance is not None:
             return self.tolerance
@@ -78,7 +89,7 @@ class NoiseRule:
         if metric == "gpu_peak_mb":
             return self.gpu_floor_mb
         if metric == "instructions":
-            return INSTRUCTIONS_FLOOR
+            return INSTRUCTIONS_FLOOR / self.counted_calls
         step = METRICS[metric].step_thresholds * self.memory_floor_mb
         if metric in PER_CALL_EXTRA:
             return max(self.memory_floor_mb, step) * self.step_scale

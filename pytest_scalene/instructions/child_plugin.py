@@ -8,9 +8,10 @@ would land in whichever test crossed its threshold). The hash seed is pinned by 
 runenv.COUNTING_ENV, and registers this plugin instead), so
 neither the allocator shim nor the sampler runs.
 
-A test that uses the `benchmark` fixture is counted for one call of the benchmarked function,
-after one warm-up call (its first call fills caches and imports): the fixture calls it itself
-(benchmark_count.py), never pytest-benchmark's calibration, under valgrind.
+A test that uses the `benchmark` fixture is counted per call of the benchmarked function, over
+calls after one warm-up call (its first call fills caches and imports): the fixture calls it
+itself (benchmark_count.py), never pytest-benchmark's calibration, under valgrind. How many
+calls: the baseline's, which the parent passes in CALLS_ENV, else sized by a probe call.
 """
 
 from __future__ import annotations
@@ -22,19 +23,22 @@ import os
 import random
 import sys
 from collections.abc import Generator
+from pathlib import Path
 
 import pytest
 
-from .benchmark_count import count_one_call
+from .benchmark_count import count_calls
 
 RESULTS_ENV = "PYTEST_SCALENE_COUNT_RESULTS"
+CALLS_ENV = "PYTEST_SCALENE_COUNT_CALLS"  # a JSON file: node id -> the calls to count
 LABEL_PREFIX = "pytest-scalene#"
 
 
 class CountingPlugin:
-    def __init__(self, results_path: str) -> None:
+    def __init__(self, results_path: str, calls: dict[str, int]) -> None:
         self.results_path = results_path
-        self.tests: dict[str, dict[str, object]] = {}  # label -> nodeid, outcome
+        self.calls = calls
+        self.tests: dict[str, dict[str, object]] = {}  # label -> nodeid, outcome, calls
         # pytest's plugins are imported by now: what is imported later is the tests' own.
         self.imported_before = _top_level_modules()
 
@@ -48,17 +52,20 @@ class CountingPlugin:
         gc.collect()
         was_enabled = gc.isenabled()
         gc.disable()
-        one_call = count_one_call(item, label)  # a benchmark test: its dumps are its own
-        _callgrind.start()
+        out_dir = Path(self.results_path).parent  # where callgrind dumps (runner.py)
+        benchmark = count_calls(item, label, out_dir, self.calls.get(item.nodeid))
+        _callgrind.start()  # a benchmark test's fixture dumps its calls' counts itself
         try:
             result = yield
             self.tests[label]["outcome"] = "passed"
             return result
         finally:
-            if one_call is None or not one_call.dumped:
+            if benchmark is None or not benchmark.dumped:
                 _callgrind.stop_and_dump(label)
-            if one_call is not None:
-                one_call.undo()
+            if benchmark is not None:
+                benchmark.undo()
+                if benchmark.dumped:
+                    self.tests[label]["calls"] = benchmark.calls
             if was_enabled:
                 gc.enable()
 
@@ -99,4 +106,7 @@ def register(config: pytest.Config) -> None:
     """Called by pytest-scalene's plugin in the counting session (runenv.COUNTING_ENV)."""
     path = os.environ.get(RESULTS_ENV)
     if path:
-        config.pluginmanager.register(CountingPlugin(path), "pytest-scalene-counting")
+        calls_path = os.environ.get(CALLS_ENV)
+        with open(calls_path or os.devnull, encoding="utf-8") as file:
+            calls = json.loads(file.read() or "{}")
+        config.pluginmanager.register(CountingPlugin(path, calls), "pytest-scalene-counting")

@@ -24,7 +24,7 @@ import pytest
 
 from ..core.atomic_write import write_text_atomic
 from ..core.dir_lock import locked
-from ..core.model import TestProfile
+from ..core.model import COUNTED_CALLS_KEY, TestProfile
 from ..gates.baseline_store import TestEntry
 from ..gates.budgets import MARKER
 from ..gates.comparison import NoiseRule, compare
@@ -73,9 +73,10 @@ class InstructionCounts:
         if problem is not None:
             self.counts = dict.fromkeys(nodeids, problem)
             return
+        calls = gates.counted_calls(nodeids) if gates is not None else {}
         shared = getattr(self.config, "workerinput", {}).get(SHARED_DIR_KEY)
         if shared is None:
-            self._count(nodeids)
+            self._count(nodeids, calls=calls)
             if gates is not None:
                 self.confirm(gates)
             return
@@ -86,7 +87,7 @@ class InstructionCounts:
                 missing = "the counting session did not run it"
                 self.counts = {n: counts.get(n, missing) for n in nodeids}
             else:
-                self._count(nodeids)
+                self._count(nodeids, calls=calls)
                 write_text_atomic(path, json.dumps(_encode(self.counts)))
 
     def share_with_worker(self, node: Any) -> None:
@@ -97,7 +98,9 @@ class InstructionCounts:
             self.config.add_cleanup(lambda: shutil.rmtree(self._shared_dir, ignore_errors=True))
         node.workerinput[SHARED_DIR_KEY] = self._shared_dir
 
-    def _count(self, nodeids: list[str], why: str = "") -> None:
+    def _count(
+        self, nodeids: list[str], why: str = "", calls: dict[str, int] | None = None
+    ) -> None:
         reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.ensure_newline()
@@ -115,6 +118,7 @@ class InstructionCounts:
             extra=self._child_options(),
             cwd=Path(self.config.invocation_params.dir),
             relative_name=scope.relative_name,
+            calls=calls,
         )
         counted = sum(isinstance(c, runner.Counted) for c in self.counts.values())
         if reporter is not None:
@@ -140,7 +144,8 @@ class InstructionCounts:
         if not suspects:
             return
         everything = dict(self.counts)
-        self._count(suspects, "again, to confirm")  # sets self.counts to the suspects' counts
+        calls = {n: c for n in suspects if (c := counted_calls(everything[n])) is not None}
+        self._count(suspects, "again, to confirm", calls)  # sets self.counts to the suspects'
         again, self.counts = self.counts, everything
         for nodeid in suspects:
             counted, second = everything[nodeid], again.get(nodeid)
@@ -183,6 +188,12 @@ def attach(profile: TestProfile, counted: runner.Counted | str) -> None:
     profile.extra[COUNT_KEY] = counted.instructions
     profile.extra[FUNCTIONS_KEY] = dict(sorted(counted.functions.items()))
     profile.extra[ENVIRONMENT_KEY] = dict(counted.fingerprint)
+
+
+def counted_calls(counted: runner.Counted | str) -> int | None:
+    """A benchmark test's counted calls (benchmark_count.py), None for a test counted whole."""
+    calls = counted.fingerprint.get(COUNTED_CALLS_KEY) if not isinstance(counted, str) else None
+    return int(calls) if calls is not None and calls.isdigit() else None
 
 
 def entry_of(counted: runner.Counted) -> TestEntry:

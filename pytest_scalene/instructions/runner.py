@@ -13,13 +13,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.model import COUNTED_CALLS_KEY
 from ..core.runenv import COUNTING_ENV
 from . import callgrind_out
-from .child_plugin import LABEL_PREFIX, RESULTS_ENV
+from .child_plugin import CALLS_ENV, LABEL_PREFIX, RESULTS_ENV
 
 HASH_SEED = "0"
 CALLGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no")
@@ -160,15 +161,19 @@ def count(
     extra: Sequence[str] = (),
     cwd: Path | None = None,
     relative_name: Callable[[str], str | None] | None = None,
+    calls: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, Counted | str], str]:
     """Count `nodeids` in a child session. Returns (per test: its counts, or why it has none;
-    the child's output, for a note when the session itself failed)."""
+    the child's output, for a note when the session itself failed). `calls`: the calls of the
+    benchmarked function to count for a benchmark test (its baseline's)."""
     found: dict[str, Counted | str] = {}
     with tempfile.TemporaryDirectory(prefix="pytest-scalene-counts-") as tmp:
         out_dir = Path(tmp)
         results_path = out_dir / "results.json"
         env = {**os.environ, "PYTHONHASHSEED": HASH_SEED, COUNTING_ENV: "1"}
         env[RESULTS_ENV] = str(results_path)
+        env[CALLS_ENV] = str(out_dir / "calls.json")
+        (out_dir / "calls.json").write_text(json.dumps(dict(calls or {})), encoding="utf-8")
         env.pop("LD_PRELOAD", None)  # no allocator shim while counting
         cmd = [*command(nodeids, out_dir, rootdir, inipath, args), *extra]
         run = subprocess.run(
@@ -203,10 +208,23 @@ def count(
                 functions = _named(
                     callgrind_out.python_functions(dumps[label], perf_map), relative_name
                 )
-                found[nodeid] = Counted(dumps[label].total, functions, fingerprint)
+                found[nodeid] = _per_call(
+                    Counted(dumps[label].total, functions, fingerprint), test.get("calls")
+                )
     for nodeid in nodeids:
         found.setdefault(nodeid, "the counting session did not run it")
     return found, output
+
+
+def _per_call(counted: Counted, calls: object) -> Counted:
+    """A benchmark test's counts of `calls` calls, per call (calls recorded in the environment)."""
+    if not isinstance(calls, int) or calls < 1:
+        return counted
+    return Counted(
+        round(counted.instructions / calls),
+        {name: round(value / calls) for name, value in counted.functions.items()},
+        {**counted.fingerprint, COUNTED_CALLS_KEY: str(calls)},
+    )
 
 
 def _named(
