@@ -1,9 +1,11 @@
-"""The HTML report without a browser: the embedded JSON, self-containment, the CSP, the plugin
-options. tests/test_html_report_browser.py opens it in headless Chromium."""
+"""The HTML report without a browser: the embedded JSON and the page's own data (source files,
+baseline diffs, stacks), self-containment, the CSP, the plugin options.
+tests/test_html_report_browser.py opens it in headless Chromium."""
 
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import html
 import json
@@ -17,7 +19,58 @@ from report_samples import sample_session, write_sources
 from pytest_scalene.core import model
 from pytest_scalene.core.codec import session_to_dict
 from pytest_scalene.core.model import LineKey
-from pytest_scalene.reports import html_report
+from pytest_scalene.core.verdict import REGRESSION, Verdict
+from pytest_scalene.gates import baseline_store
+from pytest_scalene.gates.baseline_entry import entry_from_profile
+from pytest_scalene.reports import html_data, html_report
+from pytest_scalene.reports.speedscope import to_speedscope
+from pytest_scalene.sampling.stack_recorder import StackRecorder
+
+MATMUL = "tests/test_math.py::test_matmul[1500]"
+MATH = "tests/test_math.py"
+BLOCKS = {"profile-data", "source-data", "compare-data", "stack-data", ""}
+
+
+def compared_session(root: Path) -> model.SessionProfile:
+    """sample_session() with test_matmul failing its baseline: slow_sum's line 7 took 0.15 s in
+    the saved baseline (0.55 s now) and its line 8 0.10 s (not sampled now: vanished)."""
+    write_sources(root)
+    session = sample_session()
+    mat = session.tests[MATMUL]
+    before = copy.deepcopy(mat)
+    before.lines[LineKey(MATH, 7, "slow_sum")].cpu_python_s = 0.15
+    before.line(LineKey(MATH, 8, "slow_sum"), function_line=1).cpu_python_s = 0.10
+    before.cpu_python_s = 0.31
+    stored = baseline_store.ModuleBaseline(
+        MATH, 0.01, "cpu", 1, {MATMUL: entry_from_profile(before, str(root))}
+    )
+    baseline_store.write(root / "baselines", stored)
+    mat.extra["baseline"] = {"file": "baselines/tests/test_math.py.json", "notes": []}
+    mat.verdicts = [
+        Verdict(
+            REGRESSION,
+            "cpu_s",
+            7.5,
+            7.64,
+            False,
+            "CPU time regressed: 7.64 s vs 7.34 s",
+            "tests/test_math.py:7 slow_sum",
+            7.34,
+        )
+    ]
+    return session
+
+
+def stack_recorder() -> StackRecorder:
+    """Two stacks for test_matmul: test_matmul -> slow_sum (0.5 s), test_matmul alone (6.9 s)."""
+    recorder = StackRecorder(scope=None)  # type: ignore[arg-type]
+    recorder.merge_payload(
+        {
+            "frames": [["test_matmul", MATH, 11], ["slow_sum", MATH, 4]],
+            "tests": {MATMUL: [[[0, 1], 50, 0.5], [[0], 690, 6.9]]},
+        }
+    )
+    return recorder
 
 
 def _blocks(page: str) -> dict[str, str]:
@@ -57,7 +110,65 @@ def test_embeds_exactly_the_profile_json(tmp_path: Path) -> None:
     blocks = _blocks(_page(tmp_path, session))
     assert json.loads(blocks["profile-data"]) == json.loads(json.dumps(session_to_dict(session)))
     sources = json.loads(blocks["source-data"])
-    assert sources["etl/load.py"]["9"] == "    cleaned = np.array(frame)  # a silent copy"
+    # Whole files, line 1 first: the source view shows every line.
+    assert sources["etl/load.py"][8] == "    cleaned = np.array(frame)  # a silent copy"
+    assert len(sources["etl/load.py"]) == 19 and sources["etl/load.py"][0].startswith('"""')
+    assert json.loads(blocks["compare-data"]) == {}  # no baseline compared
+    assert json.loads(blocks["stack-data"]) is None  # no stacks recorded
+
+
+def test_a_long_file_keeps_only_the_lines_near_profiled_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(html_data, "MAX_FILE_LINES", 10)
+    monkeypatch.setattr(html_data, "CONTEXT", 1)
+    write_sources(tmp_path)
+    lines = html_data.source_files(sample_session(), str(tmp_path))["etl/load.py"]
+    assert len(lines) == 19  # etl/load.py's profiled lines: 7, 9, 10, 11, 16
+    kept = [i + 1 for i, text in enumerate(lines) if text is not None]
+    assert kept == [6, 7, 8, 9, 10, 11, 12, 15, 16, 17]
+
+
+def test_failed_tests_embed_their_per_line_diff_against_the_baseline(tmp_path: Path) -> None:
+    session = compared_session(tmp_path)
+    diffs = json.loads(_blocks(html_report.render_html(session, str(tmp_path)))["compare-data"])
+    assert set(diffs) == {MATMUL}  # only the failed test that has a baseline
+    rows = {(file, line): (before, now) for file, line, _, before, now in diffs[MATMUL]["lines"]}
+    assert rows[(MATH, 7)] == ({"cpu_s": 0.17}, {"cpu_s": 0.57})  # paired; 0.02 s native in both
+    assert rows[(MATH, 8)] == ({"cpu_s": 0.1}, None)  # vanished
+    assert rows[(MATH, 14)][0] == rows[(MATH, 14)][1]  # unchanged
+    assert diffs[MATMUL]["metrics"]["cpu_s"] == pytest.approx(7.34)
+
+
+def test_a_missing_or_broken_baseline_file_leaves_the_diff_out(tmp_path: Path) -> None:
+    session = compared_session(tmp_path)
+    (tmp_path / "baselines" / "tests" / "test_math.py.json").write_text("{broken")
+    assert html_data.baseline_diffs(session, str(tmp_path)) == {}
+    session.tests[MATMUL].extra["baseline"] = {"file": "baselines/nowhere.json"}
+    assert html_data.baseline_diffs(session, str(tmp_path)) == {}
+
+
+def test_stacks_are_embedded_weighted_as_speedscope_weighs_them(tmp_path: Path) -> None:
+    write_sources(tmp_path)
+    session, recorder = sample_session(), stack_recorder()
+    found = json.loads(
+        _blocks(html_report.render_html(session, str(tmp_path), stacks=recorder))["stack-data"]
+    )
+    assert found["frames"] == [["test_matmul", MATH, 11], ["slow_sum", MATH, 4]]
+    assert found["tests"] == {MATMUL: [[[0, 1], 0.5], [[0], 6.9]]}
+    session.clock = "wall"  # samples x interval, as the speedscope export
+    assert html_data.stack_data(session, recorder)["tests"][MATMUL][1] == [[0], 6.9]
+
+
+def test_a_speedscope_file_gives_back_the_same_stacks() -> None:
+    session, recorder = sample_session(), stack_recorder()
+    again = html_data.recorder_from_speedscope(to_speedscope(session, recorder), 0.01)
+    assert again.frames == recorder.frames
+    found, expected = again.tests[MATMUL].stacks, recorder.tests[MATMUL].stacks
+    assert found.keys() == expected.keys()
+    assert [(c.samples, c.cpu_s) for c in map(found.get, expected)] == [
+        (c.samples, c.cpu_s) for c in expected.values()
+    ]
 
 
 def test_hostile_text_cannot_break_out_of_the_data_block(tmp_path: Path) -> None:
@@ -68,13 +179,11 @@ def test_hostile_text_cannot_break_out_of_the_data_block(tmp_path: Path) -> None
     session.tests[nodeid].line(LineKey("evil.py", 1, "f")).cpu_python_s = 0.5
     page = _page(tmp_path, session)
     blocks = _blocks(page)
-    # Still three scripts, and the data parses back to the original strings.
-    assert set(blocks) == {"profile-data", "source-data", ""}
+    # Still five scripts, and the data parses back to the original strings.
+    assert set(blocks) == BLOCKS
     assert nodeid in json.loads(blocks["profile-data"])["tests"]
-    assert (
-        json.loads(blocks["source-data"])["evil.py"]["1"] == "s = '</script><!-- {{PROFILE_JSON}}'"
-    )
-    assert page.count("</script>") == 3
+    assert json.loads(blocks["source-data"])["evil.py"] == ["s = '</script><!-- {{PROFILE_JSON}}'"]
+    assert page.count("</script>") == 5
 
 
 def test_embed_json_round_trips() -> None:
@@ -143,7 +252,7 @@ def test_plugin_writes_the_html_report(run_profiled, pytester: pytest.Pytester) 
     assert result.ret == 0, result.stdout.str()
     blocks = _blocks(out.read_text(encoding="utf-8"))
     assert json.loads(blocks["profile-data"]) == profile  # the same JSON as --profile-json
-    sources = json.loads(blocks["source-data"])["test_workload.py"].values()
+    sources = json.loads(blocks["source-data"])["test_workload.py"]
     assert "total += i % 7" in [text.strip() for text in sources]
 
 

@@ -31,8 +31,10 @@ from typing import Any
 
 import pytest
 from report_samples import sample_session, write_sources
+from test_html_report import MATH, MATMUL, _blocks, compared_session, stack_recorder
 
 from pytest_scalene.core.codec import session_to_dict
+from pytest_scalene.core.model import TestProfile
 from pytest_scalene.reports import html_report
 
 
@@ -280,12 +282,45 @@ def _column(browser: Browser, table: str, index: int) -> list[str]:
     )
 
 
+def _show(browser: Browser, view: str) -> None:
+    """Switches the page to a view (its URL hash) and waits for the flame graphs to draw."""
+    browser.evaluate(
+        f"location.hash = {json.dumps(view)};"
+        " new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+    )
+
+
+def _fits(browser: Browser) -> bool:
+    """Nothing cut off or scrolled sideways: neither the page nor any table in it."""
+    return browser.evaluate(
+        "[document.documentElement, ...document.querySelectorAll('.scroll')]"
+        ".every((e) => e.scrollWidth <= e.clientWidth)"
+    )
+
+
+def _frames(browser: Browser, graph: str) -> dict[str, dict[str, Any]]:
+    """Each drawn frame of a flame graph by name: its figures, width and colour."""
+    return browser.evaluate(
+        f"Object.fromEntries(Array.from(document.querySelectorAll('#{graph} > div')).map((d) =>"
+        " [d.dataset.name, {value: Number(d.dataset.value), base: Number(d.dataset.base),"
+        " width: d.getBoundingClientRect().width, colour: getComputedStyle(d).backgroundColor,"
+        f" full: document.querySelector('#{graph}').clientWidth}}]))"
+    )
+
+
+def _rgb(colour: str) -> list[int]:
+    return [int(c) for c in colour[colour.index("(") + 1 : colour.index(")")].split(",")[:3]]
+
+
 def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
-    write_sources(tmp_path)
-    session = sample_session()
+    session = compared_session(tmp_path)
+    long = (
+        "tests/test_math.py::test_params[" + "x" * 30 + "-" * 200 + "]"
+    )  # must wrap, not overflow
+    session.tests[long] = TestProfile(long, "passed", elapsed_s=0.001, cpu_python_s=0.002)
     report = tmp_path / "report.html"
     html_report.write_html(session, report, str(tmp_path))
-    browser.open(report.as_uri())
+    browser.open(report.as_uri(), width=1400, height=900)
     assert browser.exceptions() == []
 
     # The summary cards show the figures of the embedded JSON: raw value and rounded text.
@@ -301,20 +336,44 @@ def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
         assert raw == pytest.approx(value, rel=1e-9, abs=1e-9), key
         number = float(text.split()[0].rstrip("%"))
         assert number == pytest.approx(value, abs=0.051), (key, text)
-    assert shown["sum-budgets"][1] == "1 of 2"
+    assert shown["sum-budgets"][1] == "2 of 3"
 
-    # One section per test; every profiled line has a row with its source text.
-    rows = browser.evaluate(
-        "Array.from(document.querySelectorAll('section.test')).map((s) =>"
-        " [s.dataset.nodeid, s.querySelectorAll('table.lines tbody tr').length])"
+    # The page opens on what matters, in this order, and fits 1,400 px without cut-off.
+    headings = browser.evaluate(
+        "Array.from(document.querySelectorAll('#view-overview h3')).map((h) => h.textContent)"
     )
-    assert rows == [[nodeid, len(t["lines"])] for nodeid, t in data["tests"].items()]
-    sources = browser.evaluate(
-        "Array.from(document.querySelectorAll('td.source')).map((td) => td.textContent)"
-    )
-    assert "    cleaned = np.array(frame)  # a silent copy" in sources
+    assert headings == [
+        "Failed gates (2)",
+        "Hot lines of the suite",
+        "Likely leaks",
+        "Tests, costliest first",
+    ]
+    assert _fits(browser)
 
-    # Sorting: a click on "cpu s" sorts the tests largest first, a second click reverses.
+    # A failed gate beside its baseline: the figures, then the per-line diff, largest change
+    # first, the verdict's line highlighted, the vanished line kept.
+    gate = browser.evaluate(
+        f"document.querySelector('#failed-gates [data-nodeid=\"{MATMUL}\"] .verdict').textContent"
+    )
+    assert "cpu_s baseline 7.34 s \u2192 measured 7.64 s, limit 7.5 s" in gate
+    assert "at tests/test_math.py:7 slow_sum" in gate
+    diff = browser.evaluate(
+        f"Array.from(document.querySelectorAll('[data-nodeid=\"{MATMUL}\"] table.diff tbody tr'))"
+        ".map((tr) => [tr.dataset.line, tr.className, tr.cells[0].textContent,"
+        " ...Array.from(tr.cells).slice(1, 4).map((td) => td.textContent)])"
+    )
+    assert diff[0] == ["tests/test_math.py:7", "hl", "tests/test_math.py:7 slow_sum",
+                       "0.170", "0.570", "+0.400"]  # fmt: skip
+    assert diff[1][0] == "tests/test_math.py:8" and diff[1][2].endswith("vanished")
+    assert diff[1][3:] == ["0.100", "", "\u2212" + "0.100"]
+
+    # The suite's hot lines: the costliest line of all tests first, with its time.
+    assert _column(browser, "hot-lines", 0)[0] == "tests/test_math.py:0000014"
+    assert float(_column(browser, "hot-lines", 2)[0]) == pytest.approx(6.967)
+
+    # Tests, costliest (by time) first; then sorting by "cpu s" with real mouse clicks.
+    by_time = sorted(data["tests"], key=lambda n: -data["tests"][n]["elapsed_s"])
+    assert _column(browser, "tests-table", 0) == by_time
     cpu_index = browser.evaluate(
         "Array.from(document.querySelectorAll('#tests-table th')).map((th) => th.textContent)"
     ).index("cpu s")
@@ -347,17 +406,110 @@ def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
     assert 0 < len(wanted) < len(data["tests"]), word
     assert sorted(browser.evaluate(visible.replace("TEXT", repr(word.upper())))) == wanted
     assert len(browser.evaluate(visible.replace("TEXT", "''"))) == len(data["tests"])
+    _save_screenshot(browser, tmp_path, "html-report.png")
 
-    shot = tmp_path / "report.png"
-    browser.screenshot(shot)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
-    save_dir = os.environ.get("PYTEST_SCALENE_SCREENSHOTS")
-    if save_dir:  # for docs/img: PYTEST_SCALENE_SCREENSHOTS=docs/img pytest this file
-        shutil.copy(shot, Path(save_dir) / "html-report.png")
+    # The source view: every line of the file, its figures added up over the suite, the
+    # selected test's lines highlighted, cold code folded until asked for.
+    _show(browser, "#source/tests%2Ftest_math.py")
+    rows = browser.evaluate(
+        "Object.fromEntries(Array.from(document.querySelectorAll('#source-table tbody tr'))"
+        ".filter((tr) => tr.dataset.line).map((tr) => [tr.dataset.line, {text:"
+        " tr.cells[6].textContent, cpu: tr.dataset.cpu, gpu: tr.dataset.gpu,"
+        " hl: tr.classList.contains('hl')}]))"
+    )
+    text = (tmp_path / MATH).read_text().splitlines()
+    assert sorted(map(int, rows)) == list(range(3, len(text) + 1))  # 1-2: cold, folded
+    assert all(rows[str(n)]["text"] == text[n - 1] for n in range(3, len(text) + 1))
+    assert float(rows["14"]["cpu"]) == pytest.approx(0.007 + 6.89 + 0.07)
+    assert float(rows["14"]["gpu"]) == 87.5 and "cpu" not in rows["13"]  # no figure
+    assert _fits(browser)
+    browser.click("#source-table tr.fold button")
+    assert browser.evaluate("document.querySelector('#src-1 td.code').textContent") == text[0]
+    browser.evaluate(
+        "(() => { const s = document.querySelector('#source-test');"
+        f" s.value = String({list(data['tests']).index(MATMUL)});"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    lit = browser.evaluate(
+        "Array.from(document.querySelectorAll('#source-table tr.hl')).map((tr) => tr.dataset.line)"
+    )
+    assert lit == ["6", "7", "12", "14"]
+
+    # The suite's flame graph: the root holds every line's time; a click zooms into a frame.
+    _show(browser, "#flame")
+    frames = _frames(browser, "flame-suite")
+    total = sum(
+        ln["cpu_python_s"] + ln["cpu_native_s"] + ln["cpu_system_s"] + ln.get("wait_s", 0)
+        for t in data["tests"].values()
+        for ln in t["lines"]
+    )
+    assert frames["all tests"]["value"] == pytest.approx(total)
+    assert frames["line 14"]["value"] == pytest.approx(6.967)
+    assert frames["line 14"]["width"] < 0.95 * frames["line 14"]["full"]
+    browser.click("#flame-suite > div[data-name='line 14']")
+    zoomed = _frames(browser, "flame-suite")
+    assert zoomed["line 14"]["width"] == pytest.approx(zoomed["line 14"]["full"], abs=2)
+    assert "line 7" not in zoomed  # another branch: off screen
+    browser.evaluate(
+        "document.querySelector('#flame-suite > div[data-name=\"all tests\"]').focus()"
+    )
+    for kind in ("keyDown", "keyUp"):  # Enter on the root zooms back out
+        browser.call("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter",
+                                                "windowsVirtualKeyCode": 13})  # fmt: skip
+    assert "line 7" in _frames(browser, "flame-suite")
+    assert _fits(browser)
+
+    # A test's view: its flame graph and the differential one against its baseline (CPU
+    # seconds per line: red grew, blue shrank; the vanished line still drawn).
+    for index, (nodeid, test) in enumerate(data["tests"].items()):
+        _show(browser, f"#test/{index}")
+        assert browser.evaluate("document.querySelectorAll('table.lines tbody tr').length") == len(
+            test["lines"]
+        ), nodeid
+        assert _fits(browser), nodeid
+        assert browser.evaluate("!!document.querySelector('#flame-diff')") == (nodeid == MATMUL)
+    _show(browser, f"#test/{list(data['tests']).index(MATMUL)}")
+    mine = _frames(browser, "flame-test")
+    assert mine[MATMUL]["value"] == pytest.approx(0.61 + 6.95 + 0.08 - 0.0, abs=0.01)
+    diff_frames = _frames(browser, "flame-diff")
+    rows = json.loads(_blocks(report.read_text())["compare-data"])[MATMUL]["lines"]
+    root = diff_frames[f"{MATMUL} vs baseline"]
+    assert root["value"] == pytest.approx(sum((r[4] or {}).get("cpu_s", 0) for r in rows))
+    assert root["base"] == pytest.approx(sum((r[3] or {}).get("cpu_s", 0) for r in rows))
+    grew, gone = diff_frames["line 7"], diff_frames["line 8"]
+    assert (grew["value"], grew["base"]) == (pytest.approx(0.57), pytest.approx(0.17))
+    assert (gone["value"], gone["base"]) == (0, pytest.approx(0.1)) and gone["width"] > 5
+    red, blue = _rgb(grew["colour"]), _rgb(gone["colour"])
+    assert red[0] > red[2] and blue[2] > blue[0]
+    _save_screenshot(browser, tmp_path, None)
 
     # No network: the only request is the report file itself, and the CSP stopped nothing.
     assert browser.requested_urls() == [report.as_uri()]
     assert browser.evaluate("window.__cspViolations") == []
+    assert browser.exceptions() == []
+
+
+def _save_screenshot(browser: Browser, tmp_path: Path, name: str | None) -> None:
+    shot = tmp_path / "report.png"
+    browser.screenshot(shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    save_dir = os.environ.get("PYTEST_SCALENE_SCREENSHOTS")
+    if save_dir and name:  # for docs/img: PYTEST_SCALENE_SCREENSHOTS=docs/img pytest this file
+        shutil.copy(shot, Path(save_dir) / name)
+
+
+def test_flame_graphs_draw_recorded_stacks(browser: Browser, tmp_path: Path) -> None:
+    write_sources(tmp_path)
+    report = tmp_path / "report.html"
+    html_report.write_html(sample_session(), report, str(tmp_path), stacks=stack_recorder())
+    browser.open(report.as_uri(), width=1400, height=900)
+    _show(browser, f"#test/{list(sample_session().tests).index(MATMUL)}")
+    frames = _frames(browser, "flame-test")
+    assert frames[MATMUL]["value"] == pytest.approx(7.4)
+    assert frames["test_matmul (tests/test_math.py:11)"]["value"] == pytest.approx(7.4)
+    inner = frames["slow_sum (tests/test_math.py:4)"]
+    assert inner["value"] == pytest.approx(0.5)
+    assert inner["width"] / inner["full"] == pytest.approx(0.5 / 7.4, abs=0.01)
     assert browser.exceptions() == []
 
 

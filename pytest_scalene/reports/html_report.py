@@ -1,7 +1,8 @@
 """The HTML profile: one self-contained file that opens without network access.
 
-The page embeds the same JSON that --profile-json writes (core/codec.py) and the
-source text of the profiled lines, each in a <script type="application/json"> block, and draws
+The page embeds the same JSON that --profile-json writes (core/codec.py), the source text of the
+profiled files, the failed tests' per-line diffs against their baselines and the sampled stacks
+(reports/html_data.py), each in a <script type="application/json"> block, and draws
 itself from them with the inline script of report_template.html: no external script, style, font
 or image. Its Content-Security-Policy allows only that script (by hash), inline styles and data:
 images, so even a bug in the page cannot make it fetch anything.
@@ -22,7 +23,8 @@ from typing import Any
 from ..core.atomic_write import write_text_atomic
 from ..core.codec import session_to_dict
 from ..core.model import SessionProfile
-from ..core.source import source_line
+from ..sampling.stack_recorder import StackRecorder
+from .html_data import baseline_diffs, source_files, stack_data
 
 TEMPLATE = "report_template.html"
 DEFAULT_TITLE = "pytest-scalene profile"
@@ -57,19 +59,14 @@ def _template() -> tuple[str, str]:
     return text, csp
 
 
-def source_lines(session: SessionProfile, rootdir: str) -> dict[str, dict[str, str]]:
-    """{file: {line: text}} for every profiled line, so the page can show the code."""
-    out: dict[str, dict[str, str]] = {}
-    for profile in session.tests.values():
-        for key in profile.lines:
-            lines = out.setdefault(key.file, {})
-            if str(key.line) in lines:
-                continue
-            lines[str(key.line)] = source_line(rootdir, key.file, key.line).rstrip("\r\n")
-    return out
-
-
-def render_html(session: SessionProfile, rootdir: str, title: str = DEFAULT_TITLE) -> str:
+def render_html(
+    session: SessionProfile,
+    rootdir: str,
+    title: str = DEFAULT_TITLE,
+    stacks: StackRecorder | None = None,
+) -> str:
+    """The page; `stacks`: the sampled call stacks, when recorded, for the flame graphs (without
+    them the page draws its flame graphs from the lines: test, file, function, line)."""
     template, csp = _template()
     data = session_to_dict(session)
     # One pass over the template, so that a placeholder-like string inside the data (a test id,
@@ -78,12 +75,18 @@ def render_html(session: SessionProfile, rootdir: str, title: str = DEFAULT_TITL
         "{{CSP}}": html.escape(csp, quote=False),  # the CSP has no '"'; keep its quotes readable
         "{{TITLE}}": html.escape(title),
         "{{PROFILE_JSON}}": embed_json(data),
-        "{{SOURCES_JSON}}": embed_json(source_lines(session, rootdir)),
+        "{{SOURCES_JSON}}": embed_json(source_files(session, rootdir)),
+        "{{COMPARE_JSON}}": embed_json(baseline_diffs(session, rootdir)),
+        "{{STACKS_JSON}}": embed_json(stack_data(session, stacks)),
     }
     return re.sub("|".join(map(re.escape, values)), lambda m: values[m.group()], template)
 
 
 def write_html(
-    session: SessionProfile, path: str | os.PathLike[str], rootdir: str, title: str = DEFAULT_TITLE
+    session: SessionProfile,
+    path: str | os.PathLike[str],
+    rootdir: str,
+    title: str = DEFAULT_TITLE,
+    stacks: StackRecorder | None = None,
 ) -> None:
-    write_text_atomic(path, render_html(session, rootdir, title))
+    write_text_atomic(path, render_html(session, rootdir, title, stacks))
