@@ -44,6 +44,7 @@ from .reports import terminal as terminal_report
 from .reports.html_report import write_html
 from .reports.json_report import write_json
 from .reports.speedscope import write_speedscope
+from .reports.text import terminal_width
 from .sampling import memory_sampler, preload
 from .sampling.gpu_sampler import GpuSetup
 from .sampling.profiler import Profiler
@@ -355,6 +356,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     run = _run(config)
     if run is None:
         return
+    width = terminal_width(config)  # pytest's own width: rows never wrap mid-figure
     if run.history is not None:
         run.history.write_summary(terminalreporter)
     _write_gate_notes(terminalreporter, config, run)
@@ -363,9 +365,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("=", "pytest-scalene profile")
         rootdir = str(config.rootpath)
         if terminal_summary.wants_details(config):
-            text = terminal_report.render(profile, rootdir, run.profiler.options.top)
+            text = terminal_report.render(profile, rootdir, run.profiler.options.top, width)
         else:
-            text = terminal_summary.render_summary(profile, rootdir)
+            text = terminal_summary.render_summary(profile, rootdir, width)
         terminalreporter.write_line(text)
     if run.outputs.errors:  # repeated here, next to the final status line, however long the report
         terminalreporter.write_sep("-", "pytest-scalene errors", red=True)
@@ -376,6 +378,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         run.unjudged_status,
         run.gates.options.allow_unjudged,
         "--profile-allow-unjudged",
+        width,
     ):
         terminalreporter.write_sep("-", "pytest-scalene: not judged", red=True)
         for line in lines:

@@ -10,14 +10,15 @@ tests a repeat could not run again. Per test details (terminal_report.render) co
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.model import SessionProfile, TestProfile
 from ..core.natural_values import format_seconds
 from ..core.verdict import REGRESSION
 from ..gates.repeat import NOT_REPEATABLE_KEY
-from ..sampling.leaks import SESSION_MIN_TESTS, SESSION_RETAINED_MB
+from ..sampling.leaks import SESSION_MIN_TESTS, SESSION_RETAINED_MB, SessionLine
+from .figures import num, peak_of, session_line, source_text, verdict_text
 from .leak_lines import (
     describe_held,
     describe_leak,
@@ -26,10 +27,11 @@ from .leak_lines import (
     likely_leaks,
     retained_lines,
 )
-from .terminal import INDENT, WIDTH, _num, _source, _summary, _test_peak, _verdict_text, _wrap, fit
+from .text import INDENT, WIDTH, display_width, fit, shorten, shorten_id, wrap
 
 TOP = 5  # tests and lines in each ranking
 MAX_LISTED = 10  # not-repeatable tests, leaks, held suspects named before "and N more"
+MIN_PATH = 30  # a path cut for the source text after it keeps this much
 MIN_SHOWN = 0.005  # a test ranked under 0.005 s or MB would read as 0.00
 
 
@@ -55,8 +57,8 @@ def _suite_lines(tests: list[TestProfile]) -> list[_SuiteLine]:
         for key, stats in profile.lines.items():
             entry = found.setdefault((key.file, key.line), _SuiteLine(key.file, key.line))
             entry.cpu_s += stats.cpu_s
-            entry.peak_mb = max(entry.peak_mb, _num(stats.extra.get("peak_mb")))
-            entry.alloc_mb += _num(stats.extra.get("alloc_mb"))
+            entry.peak_mb = max(entry.peak_mb, num(stats.extra.get("peak_mb")))
+            entry.alloc_mb += num(stats.extra.get("alloc_mb"))
             entry.test_ids.add(profile.nodeid)
     return list(found.values())
 
@@ -65,29 +67,32 @@ def _ranked(title: str, rows: list[str]) -> list[str]:
     return [title, *rows] if rows else []
 
 
+def _test_row(figure: str, nodeid: str, width: int) -> str:
+    """`figure` then the test id, cut in its middle so that the figure keeps its row."""
+    prefix = f"{INDENT}{figure}   "
+    return prefix + shorten_id(nodeid, width - display_width(prefix))
+
+
 def _top_tests(tests: list[TestProfile], width: int) -> list[str]:
     by_cpu = sorted((t for t in tests if t.cpu_s >= MIN_SHOWN), key=lambda t: -t.cpu_s)[:TOP]
     out = _ranked(
         "Top tests by CPU:",
-        [
-            fit(f"{INDENT}{format_seconds(t.cpu_s):>10}   {t.nodeid}", width, keep_end=True)
-            for t in by_cpu
-        ],
+        [_test_row(f"{format_seconds(t.cpu_s):>10}", t.nodeid, width) for t in by_cpu],
     )
-    peaks = sorted(((_test_peak(t), t) for t in tests), key=lambda pt: -pt[0])
+    peaks = sorted(((peak_of(t), t) for t in tests), key=lambda pt: -pt[0])
     out += _ranked(
         "Top tests by peak memory:",
         [
-            fit(f"{INDENT}{peak:7.1f} MB   {t.nodeid}", width, keep_end=True)
+            _test_row(f"{peak:7.1f} MB", t.nodeid, width)
             for peak, t in peaks[:TOP]
             if peak >= MIN_SHOWN
         ],
     )
-    gpu = sorted(((_num(t.extra.get("gpu_peak_mb")), t) for t in tests), key=lambda pt: -pt[0])
+    gpu = sorted(((num(t.extra.get("gpu_peak_mb")), t) for t in tests), key=lambda pt: -pt[0])
     out += _ranked(
         "Top tests by GPU memory:",
         [
-            fit(f"{INDENT}{peak:7.0f} MB   {t.nodeid}", width, keep_end=True)
+            _test_row(f"{peak:7.0f} MB", t.nodeid, width)
             for peak, t in gpu[:TOP]
             if peak >= MIN_SHOWN
         ],
@@ -96,10 +101,15 @@ def _top_tests(tests: list[TestProfile], width: int) -> list[str]:
 
 
 def _line_row(entry: _SuiteLine, figure: str, rootdir: str, width: int) -> str:
-    where = f"{entry.file}:{entry.line}"
-    source = (_source(rootdir, entry.file, entry.line) or "").strip()
-    tests = f" ({entry.tests} tests)" if entry.tests > 1 else ""
-    return fit(f"{INDENT}{figure}   {where}{tests}  {source}", width)
+    """`figure`, the line (its path cut in the middle: the line number stays), then as much of
+    its source text as fits."""
+    prefix = f"{INDENT}{figure}   "
+    at = f":{entry.line}" + (f" ({entry.tests} tests)" if entry.tests > 1 else "")
+    source = _source_text(rootdir, entry.file, entry.line)
+    room = width - display_width(prefix + at)  # for the path, and the source text after it
+    path_room = max(min(len(entry.file), MIN_PATH), room - 2 - display_width(source))
+    where = shorten(entry.file, min(room, path_room)) + at
+    return (prefix + where + "  " + fit(source, width - display_width(prefix + where) - 2)).rstrip()
 
 
 def _top_lines(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
@@ -134,7 +144,7 @@ def _top_lines(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
 
 
 def _source_text(rootdir: str, file: str, line: int) -> str:
-    return (_source(rootdir, file, line) or "").strip()
+    return (source_text(rootdir, file, line) or "").strip()
 
 
 def _leaks(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
@@ -148,17 +158,14 @@ def _leaks(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
         found = [(t.nodeid, entry) for t in tests for entry in entries(t.extra)]
         rows: list[str] = []
         for nodeid, entry in found[:MAX_LISTED]:
-            rows.append(fit(f"{INDENT}{nodeid}", width, keep_end=True))
-            rows += _wrap(describe(entry), width, INDENT * 2, INDENT * 4)
+            rows.append(INDENT + shorten_id(nodeid, width - len(INDENT)))
+            rows += wrap(describe(entry), width, INDENT * 2, INDENT * 4)
         if len(found) > MAX_LISTED:
             more = len(found) - MAX_LISTED
             rows.append(f"{INDENT}and {more} more (--profile-json lists them all)")
         out += _ranked(title, rows)
     retained = [
-        fit(
-            f"{INDENT}{describe_retained(row)}  {_source_text(rootdir, row.file, row.line)}", width
-        ).rstrip()
-        for row in retained_lines(t.extra for t in tests)
+        _retained_row(row, rootdir, width) for row in retained_lines(t.extra for t in tests)
     ]
     return out + _ranked(
         f"Memory retained across tests (>= {SESSION_RETAINED_MB:g} MB at one line,"
@@ -167,14 +174,26 @@ def _leaks(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
     )
 
 
+def _retained_row(row: SessionLine, rootdir: str, width: int) -> str:
+    """The retained MB, the line (its path cut in the middle to fit), then its source text."""
+    text = INDENT + describe_retained(row)
+    over = display_width(text) - width
+    if over > 0:
+        text = INDENT + describe_retained(
+            replace(row, file=shorten(row.file, len(row.file) - over))
+        )
+    source = _source_text(rootdir, row.file, row.line)
+    return (text + "  " + fit(source, width - display_width(text) - 2)).rstrip()
+
+
 def _failed_gates(tests: list[TestProfile], width: int) -> list[str]:
     out: list[str] = []
     for profile in tests:
         for verdict in profile.verdicts:
             if verdict.failed:
                 label = "regressed" if verdict.kind == REGRESSION else "budget FAIL"
-                out += [fit(f"{INDENT}{profile.nodeid}", width, keep_end=True)]
-                out += _wrap(f"{label}: {_verdict_text(verdict)}", width, INDENT * 2, INDENT * 3)
+                out.append(INDENT + shorten_id(profile.nodeid, width - len(INDENT)))
+                out += wrap(f"{label}: {verdict_text(verdict)}", width, INDENT * 2, INDENT * 3)
     return _ranked("Failed gates:", out)
 
 
@@ -186,7 +205,8 @@ def _not_repeatable(tests: list[TestProfile], width: int) -> list[str]:
         return []
     rows: list[str] = []
     for nodeid, note in found[:MAX_LISTED]:
-        rows += _wrap(f"{nodeid}: {note}", width, INDENT, INDENT * 3)
+        nodeid = shorten_id(nodeid, width - len(INDENT) - 2)
+        rows += wrap(f"{nodeid}: {note}", width, INDENT, INDENT * 3)
     if len(found) > MAX_LISTED:
         rows.append(f"{INDENT}and {len(found) - MAX_LISTED} more (--profile-json lists them all)")
     title = f"{len(found)} test(s) not repeatable (their outcome is their first run's):"
@@ -205,13 +225,16 @@ def too_short(tests: list[TestProfile]) -> int:
 
 def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) -> str:
     tests = list(session.tests.values())
-    blocks = [_summary(tests, width)]
+    blocks = [session_line(tests, width)]
     short = too_short(tests)
     if short:
         blocks.append(
-            _wrap(
-                f"{short} of {len(tests)} tests ran under one sampling interval"
-                f" ({session.interval_s:g} s): too short to measure (no sample landed in them).",
+            wrap(
+                [
+                    f"{short} of {len(tests)} tests ran under one sampling interval"
+                    f" ({session.interval_s:g} s):",
+                    "too short to measure (no sample landed in them).",
+                ],
                 width,
                 "",
                 INDENT,
@@ -224,30 +247,49 @@ def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) ->
         _failed_gates(tests, width),
         _not_repeatable(tests, width),
     ]
-    tail = [
-        "Per test details: -v or --profile-details; all figures: --profile-json, --profile-html."
-    ]
+    tail = wrap(
+        [
+            "Per test details: -v or --profile-details;",
+            "all figures: --profile-json, --profile-html.",
+        ],
+        width,
+        "",
+        INDENT,
+    )
     for note in session.notes:
-        tail += _wrap(note, width, "note: ", INDENT * 3)
+        tail += wrap(note, width, "note: ", INDENT * 3)
     blocks.append(tail)
     return "\n\n".join("\n".join(b) for b in blocks if b)
 
 
 def unjudged_lines(
-    unjudged: dict[str, int], status: int | None, allowed: bool, allow_option: str
+    unjudged: dict[str, int],
+    status: int | None,
+    allowed: bool,
+    allow_option: str,
+    width: int | None = None,
 ) -> list[str]:
     """The last lines of the output when gates could not judge passing tests: `unjudged` counts
     them per gate; `status`: the exit status set for them (None: not set); `allowed`: the user
-    let such runs pass with `allow_option`."""
+    let such runs pass with `allow_option`. With `width`, each is wrapped between its phrases."""
     if not unjudged:
         return []
-    counts = ", ".join(f"{n} by {gate}" for gate, n in unjudged.items())
-    head = f"{sum(unjudged.values())} passing test(s) not judged: {counts}"
+    counts = [f"{n} by {gate}," for gate, n in unjudged.items()]
+    counts[-1] = counts[-1].removesuffix(",")
+    head = [f"{sum(unjudged.values())} passing test(s) not judged:", *counts]
     ini_key = allow_option.removeprefix("--").replace("-", "_")
     if status is not None:
-        return [
+        lines = [
             head,
-            f"the run fails with exit status {status}; the notes above say why. To let such a "
-            f"run pass: {allow_option} (ini: {ini_key} = true)",
+            [
+                f"the run fails with exit status {status};",
+                "the notes above say why.",
+                "To let such a run pass:",
+                f"{allow_option} (ini: {ini_key} = true)",
+            ],
         ]
-    return [f"{head} (not a failure: {allow_option} is set)" if allowed else head]
+    else:
+        lines = [[*head, f"(not a failure: {allow_option} is set)"] if allowed else head]
+    if width is None:
+        return [" ".join(phrases) for phrases in lines]
+    return [row for phrases in lines for row in wrap(phrases, width, "", INDENT)]
