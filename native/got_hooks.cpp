@@ -272,20 +272,31 @@ EXPORT int pytest_scalene_hook_in_process(void* self) {
 
 namespace {
 
+bool is_ours(const void* value) {
+  for (int i = 0; i < kCount; i++) {
+    if (value == g_ours[i]) return true;
+  }
+  return false;
+}
+
 // Puts back the rewritten slots that lie in `info`'s object: only objects still loaded (one
-// closed since the install is unmapped, and its slots with it).
+// closed since the install is unmapped, and its slots with it), and only slots that still hold
+// the shim's function. An object loaded where a closed one was rewritten lies over that one's
+// entries: its own newer entries come first (the loop runs backwards), and the older ones point
+// into its code or data, where writing crashed (or changed its code).
 int restore_object(struct dl_phdr_info* info, size_t, void*) {
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr)& header = info->dlpi_phdr[i];
-    if (header.p_type != PT_LOAD) continue;
+    if (header.p_type != PT_LOAD || !(header.p_flags & PF_R)) continue;
     uintptr_t start = info->dlpi_addr + header.p_vaddr, end = start + header.p_memsz;
     for (int j = g_rewritten_count - 1; j >= 0; j--) {
       Rewritten& entry = g_rewritten[j];
       uintptr_t at = reinterpret_cast<uintptr_t>(entry.slot);
-      if (entry.slot != nullptr && at >= start && at < end) {
+      if (entry.slot == nullptr || at < start || at >= end) continue;
+      if (is_ours(__atomic_load_n(entry.slot, __ATOMIC_SEQ_CST))) {
         write_slot(entry.slot, entry.original, entry.relro);
-        entry.slot = nullptr;
       }
+      entry.slot = nullptr;
     }
   }
   return 0;
