@@ -35,6 +35,7 @@ from test_html_report import MATH, MATMUL, _blocks, compared_session, stack_reco
 
 from pytest_scalene.core.codec import session_to_dict
 from pytest_scalene.core.model import TestProfile
+from pytest_scalene.core.verdict import REGRESSION, Verdict
 from pytest_scalene.reports import html_report
 
 
@@ -501,9 +502,46 @@ def _save_screenshot(browser: Browser, tmp_path: Path, name: str | None) -> None
 def test_flame_graphs_draw_recorded_stacks(browser: Browser, tmp_path: Path) -> None:
     write_sources(tmp_path)
     report = tmp_path / "report.html"
-    html_report.write_html(sample_session(), report, str(tmp_path), stacks=stack_recorder())
+    session = sample_session()
+    for i in range(150):  # the tests table draws the 100 costliest until asked for all
+        nodeid = f"tests/test_many.py::test_{i:03}"
+        session.tests[nodeid] = TestProfile(nodeid, "passed", elapsed_s=1 + i / 1000)
+    quick = "tests/test_math.py::test_quick"  # failed an A/B comparison against main
+    session.tests[quick].extra["ab"] = {
+        "ref": "main", "verdict": "fail", "baseline_cpu_s": 0.02, "cpu_s": 0.03,
+        "functions": [{"file": MATH, "function": "slow_sum", "line": 7, "verdict": "fail",
+                       "self_ratio": 2.0, "share": 0.6, "baseline_share": 0.45}],
+    }  # fmt: skip
+    session.tests[quick].verdicts = [
+        Verdict(REGRESSION, "cpu_s", 0.026, 0.03, False, "1.50x slower than main", None, 0.02)
+    ]
+    html_report.write_html(session, report, str(tmp_path), stacks=stack_recorder())
     browser.open(report.as_uri(), width=1400, height=900)
-    _show(browser, f"#test/{list(sample_session().tests).index(MATMUL)}")
+    # Its gate shows the judged functions' shares at the ref and now.
+    cells = browser.evaluate(
+        f"Array.from(document.querySelectorAll('[data-nodeid=\"{quick}\"] table.diff td'))"
+        ".map((td) => td.textContent)"
+    )
+    assert cells == ["tests/test_math.py:7 slow_sum", "fail", "45%", "60%", "2.00x"]
+    _show(browser, f"#test/{list(session.tests).index(quick)}")
+    ab = _frames(browser, "flame-diff")  # self CPU per call: share x median, the rest apart
+    slow, rest = ab["slow_sum (tests/test_math.py)"], ab["(other functions)"]
+    assert (slow["value"], slow["base"]) == (pytest.approx(0.018), pytest.approx(0.009))
+    assert (rest["value"], rest["base"]) == (pytest.approx(0.012), pytest.approx(0.011))
+    _show(browser, "#overview")
+    rows = "document.querySelectorAll('#tests-table tbody tr').length"
+    assert browser.evaluate(rows) == 100
+    assert _column(browser, "tests-table", 0)[2] == "tests/test_many.py::test_149"
+    search = (
+        "(() => { const box = document.querySelector('#tests-filter'); box.value = TEXT;"
+        " box.dispatchEvent(new Event('input')); })()"
+    )
+    browser.evaluate(search.replace("TEXT", "'test_00'"))
+    assert len(_column(browser, "tests-table", 0)) == 10  # test_000..009: beyond the first 100
+    browser.evaluate(search.replace("TEXT", "''"))
+    browser.click("#tests-table + button.more")
+    assert browser.evaluate(rows) == len(session.tests)
+    _show(browser, f"#test/{list(session.tests).index(MATMUL)}")
     frames = _frames(browser, "flame-test")
     assert frames[MATMUL]["value"] == pytest.approx(7.4)
     assert frames["test_matmul (tests/test_math.py:11)"]["value"] == pytest.approx(7.4)
