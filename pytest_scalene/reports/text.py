@@ -130,10 +130,10 @@ def _clauses(text: str | Sequence[str]) -> list[tuple[str, int, str]]:
 
 def wrap(text: str | Sequence[str], width: int, first: str = "", rest: str = "") -> list[str]:
     """`text` in lines of at most `width` columns, the first starting with `first`, the others
-    with `rest`. A line breaks before a phrase that does not fit it but fits a line of its own,
-    then before a clause (at a punctuation mark) when the line is a quarter full, else between
-    words; never between a figure and its label or unit ("cpu 0.09 s"). A word longer than a
-    line (a path, a test id) is cut in the middle."""
+    with `rest`. A line breaks before a phrase that does not fit it but fits a line of its own;
+    then, once the line is a quarter full, before a clause (from a punctuation mark) that does
+    not fit it but fits a line; else between words, never between a figure and its label or
+    unit ("cpu 0.09 s"). A word longer than a line (a path) is cut in the middle."""
     lines: list[str] = []
     line = first
     empty = True  # nothing but the indent on `line` yet
