@@ -1,20 +1,29 @@
-"""`--profile-markdown=PATH`: a short Markdown summary for a CI step summary or a PR comment:
-gate failures (budgets and regressions) in a table, what was reported but not failed, and the
-top lines of the tests that matter most."""
+"""`--profile-markdown=PATH`: a Markdown summary for a CI step summary or a pull request's
+comment. First the regressions, each with its lines before and after (markdown_regressions.py),
+then the other gate failures; pytest's failures, what was reported but not failed and the top
+lines of the tests that matter most are collapsed in <details>. The whole stays under MAX_CHARS
+at any size of suite: the collapsed parts give way first, then the regressions' tables (the
+least regressed first), and nothing is left out without a line saying how much."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.model import SessionProfile, TestProfile
-from ..core.natural_values import is_number
-from ..core.source import source_line
 from ..core.verdict import REGRESSION, Verdict
 from ..gates.metrics import METRICS
+from .figures import verdict_kind
+from .markdown_regressions import Regression, amount, cell, code, regressions, source
 
 TOP_LINES = 5
 MAX_TESTS = 20  # tests given a top-lines table: those with failures or notes first, then by CPU
+# GitHub refuses a comment over 65,536 characters; the rest is room for what a CI job adds
+# around the file (a heading, a link to the run).
+MAX_CHARS = 60_000
+NAMED = 3  # tests named for a note that many tests share
+LEFT_OUT = "the JSON profile (--profile-json) and the HTML report have them all"
 # pytest's outcome words, in the order of its final line
 OUTCOME_KEYS = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "error")
 
@@ -60,87 +69,55 @@ def _outcome_lines(outcomes: RunOutcomes) -> list[str]:
         out += [f"**{outcomes.interrupted}**: these figures cover only the tests that ran.", ""]
     if outcomes.counts:
         out += ["Tests: " + ", ".join(f"{n} {k}" for k, n in outcomes.counts.items()) + ".", ""]
-    if outcomes.failures:
-        out += ["### Test failures", "", "| test | phase | message |", "| --- | --- | --- |"]
-        out += [f"| {_code(n)} | {w} | {_cell(m)} |" for n, w, m in outcomes.failures]
-        out.append("")
     return out
-
-
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _code(text: object) -> str:
-    return "`" + str(text).replace("`", "'") + "`" if str(text) else ""
-
-
-def _amount(metric: str | None, value: Any) -> str:
-    if value is None or not is_number(value):
-        return "" if value is None else str(value)
-    known = METRICS.get(metric or "")
-    return known.format(value) if known else f"{value:g}"
 
 
 def _expected(verdict: Verdict) -> str:
     metric = verdict.metric
     if verdict.kind == REGRESSION:
-        return f"baseline {_amount(metric, verdict.baseline)}"
+        return f"baseline {amount(metric, verdict.baseline)}"
     limit = verdict.limit
     if isinstance(limit, bool):
         return f"{metric}={limit}"
     known = METRICS.get(str(metric))
     if known and isinstance(limit, (int, float)):
         return known.format_limit(limit)
-    return _amount(metric, limit)
+    return amount(metric, limit)
 
 
-def _failures_table(session: SessionProfile) -> list[str]:
-    rows = [
-        "| test | gate | metric | limit / baseline | measured | line |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for nodeid, profile in session.tests.items():
-        for v in profile.verdicts:
-            if v.failed:
-                rows.append(
-                    "| "
-                    + " | ".join(
-                        _cell(x)
-                        for x in (
-                            _code(nodeid),
-                            v.kind,
-                            v.metric,
-                            _expected(v),
-                            _amount(v.metric, v.value) or "not measured",
-                            _where(profile, v),
-                        )
-                    )
-                    + " |"
-                )
-    return rows
+FAILURES_HEAD = [
+    "| test | gate | metric | limit / baseline | measured | line |",
+    "| --- | --- | --- | --- | --- | --- |",
+]
+
+
+def _failure_row(profile: TestProfile, v: Verdict) -> str:
+    cells = (
+        code(profile.nodeid),
+        verdict_kind(v),
+        v.metric,
+        _expected(v),
+        amount(v.metric, v.value) or "not measured",
+        _where(profile, v),
+    )
+    return "| " + " | ".join(cell(x) for x in cells) + " |"
 
 
 def _where(profile: TestProfile, verdict: Verdict) -> str:
     """The line cell: the verdict's line; for leaks the likeliest leak's; else the test."""
     if verdict.line:
-        return _code(verdict.line)
+        return code(verdict.line)
     leaks = [x for x in profile.extra.get("leaks") or [] if isinstance(x, dict)]
     if verdict.metric == "leaks" and leaks:
         worst = max(leaks, key=lambda x: x.get("probability") or 0)
-        return _code(f"{worst.get('file')}:{worst.get('line')}")
+        return code(f"{worst.get('file')}:{worst.get('line')}")
     return "(the whole test)"
-
-
-def _source(rootdir: str, file: str, line: int) -> str:
-    text = source_line(rootdir, file, line).strip()
-    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def _top_lines(profile: TestProfile, rootdir: str) -> list[str]:
     memory = "peak_mb" in profile.extra
     total = profile.cpu_s or 1.0
-    header = f"#### {_code(profile.nodeid)} ({profile.outcome}, CPU {profile.cpu_s:.2f} s"
+    header = f"#### {code(profile.nodeid)} ({profile.outcome}, CPU {profile.cpu_s:.2f} s"
     header += f", peak {profile.extra['peak_mb']:.1f} MB)" if memory else ")"
     ranked = sorted(
         profile.lines.items(),
@@ -158,9 +135,9 @@ def _top_lines(profile: TestProfile, rootdir: str) -> list[str]:
     for key, stats in ranked:
         peak = f" {stats.extra.get('peak_mb', 0.0):.1f} |" if memory else ""
         rows.append(
-            f"| {_code(f'{key.file}:{key.line}')} {_cell(key.function)} | {stats.cpu_s:.3f} | "
+            f"| {code(f'{key.file}:{key.line}')} {cell(key.function)} | {stats.cpu_s:.3f} | "
             f"{100 * stats.cpu_s / total:.0f} |{peak} "
-            f"{_cell(_code(_source(rootdir, key.file, key.line)))} |"
+            f"{cell(code(source(rootdir, key.file, key.line)))} |"
         )
     return [*rows, ""]
 
@@ -171,32 +148,155 @@ def baseline_notes(profile: TestProfile) -> list[str]:
     return [str(n) for n in notes] if isinstance(notes, list) else []
 
 
+def _grouped(notes: list[tuple[TestProfile, str]]) -> list[list[str]]:
+    """One entry per note, naming its tests: the same note of 300 tests is said once."""
+    by_text: dict[str, list[str]] = {}
+    for profile, note in notes:
+        by_text.setdefault(note, []).append(profile.nodeid)
+    entries = []
+    for note, ids in by_text.items():
+        if len(ids) == 1:
+            entries.append([f"- {code(ids[0])}: {cell(note)}"])
+            continue
+        named = ", ".join(code(i) for i in ids[:NAMED])
+        more = f" and {len(ids) - NAMED} more" if len(ids) > NAMED else ""
+        entries.append([f"- {len(ids)} tests ({named}{more}): {cell(note)}"])
+    return entries
+
+
+@dataclass
+class _Part:
+    """A part of the summary: a title, the lines that open it, and its entries (a row, or a
+    block of lines), which give way from the end when the summary is too long."""
+
+    title: str
+    head: list[str]
+    entries: list[list[str]]
+    collapsed: bool = True
+    kept: int = 0  # entries that fit: set by _fit
+
+    def lines(self) -> list[str]:
+        if not self.entries:
+            return []
+        body = [*self.head, *(line for e in self.entries[: self.kept] for line in e)]
+        left = len(self.entries) - self.kept
+        if left:
+            body += ["", f"_{left} more left out to keep this summary under GitHub's comment"
+                     f" size: {LEFT_OUT}._"]  # fmt: skip
+        if not self.collapsed:
+            return [f"### {self.title}", "", *body, ""]
+        # GitHub renders Markdown inside <details> only after a blank line.
+        return [f"<details><summary>{self.title}</summary>", "", *body, "", "</details>", ""]
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+def _fit(parts: list[_Part], room: int) -> None:
+    """Keep what fits `room` characters: all of every part if it fits, else every part's frame
+    (its title, head and left-out note) and a share of the rest each, the smallest part first,
+    so that what it does not use goes to the next."""
+    for part in parts:
+        part.kept = len(part.entries)
+    if sum(_size(p.lines()) for p in parts) <= room:
+        return  # all of it, with no left-out note
+    for part in parts:
+        part.kept = 0
+    room -= sum(_size(p.lines()) for p in parts)
+    by_size = sorted(parts, key=lambda p: sum(_size(e) for e in p.entries))
+    for index, part in enumerate(by_size):
+        share = room // (len(by_size) - index)
+        for entry in part.entries:
+            if _size(entry) > share:
+                break
+            part.kept += 1
+            share -= _size(entry)
+            room -= _size(entry)
+
+
+def _regression_part(found: list[Regression], room: int) -> _Part:
+    """The regressions in full while they fit `room`, the others (the least regressed) in one
+    line each; only if those do not fit either are the last left out, counted, and the worst
+    keep their tables in half of the room."""
+    blocks, short = [r.block for r in found], [[r.short] for r in found]
+    frame = _size(_Part("Regressions", [], [[""]], collapsed=False).lines())
+    total = frame + sum(_size(b) for b in blocks)
+    full = len(found)
+    while full and total > room:  # the least regressed give up their tables first
+        full -= 1
+        total += _size(short[full]) - _size(blocks[full])
+    if total > room:  # too many even in one line each: the worst keep half the room in full
+        used = frame
+        while full < len(found) and used + _size(blocks[full]) <= room // 2:
+            used += _size(blocks[full])
+            full += 1
+    part = _Part("Regressions", [], blocks[:full] + short[full:], collapsed=False)
+    _fit([part], room)
+    return part
+
+
 def render(session: SessionProfile, rootdir: str, outcomes: RunOutcomes | None = None) -> str:
     tests = list(session.tests.values())
+    outcomes = outcomes or RunOutcomes()
     checked = [(p, v) for p in tests for v in p.verdicts]
     failed = [(p, v) for p, v in checked if v.failed]
-    kinds = sorted({v.kind for _, v in failed})
-    counts = ", ".join(f"{k}: {sum(v.kind == k for _, v in failed)}" for k in kinds)
+    kinds = sorted({verdict_kind(v) for _, v in failed})
+    counts = ", ".join(f"{k}: {sum(verdict_kind(v) == k for _, v in failed)}" for k in kinds)
     failing_tests = len({p.nodeid for p, _ in failed})
-    out = ["## pytest-scalene", "", *_outcome_lines(outcomes or RunOutcomes())]
+    out = ["## pytest-scalene", "", *_outcome_lines(outcomes)]
     if failed:
         out.append(
             f"**{len(failed)} of {len(checked)} gates failed** in {failing_tests} of "
             f"{len(tests)} profiled tests ({counts})."
         )
-        out += ["", "### Gate failures", "", *_failures_table(session)]
     else:
         out.append(f"All {len(checked)} gates passed in {len(tests)} profiled tests.")
-    notes = [(p, n) for p in tests for n in baseline_notes(p)]
-    notes += [(p, str(p.extra["not_repeatable"])) for p in tests if "not_repeatable" in p.extra]
-    if notes:
-        out += ["", "### Reported, not failed", ""]
-        out += [f"- {_code(p.nodeid)}: {_cell(n)}" for p, n in notes]
-    flagged = {p.nodeid for p, _ in failed + notes}
-    chosen = sorted(tests, key=lambda p: (p.nodeid not in flagged, -p.cpu_s))[:MAX_TESTS]
-    if chosen:
-        out += ["", f"### Top lines (at most {TOP_LINES} per test)", ""]
-        for profile in chosen:
-            out += _top_lines(profile, rootdir)
-    out += [f"_note: {_cell(n)}_" for n in session.notes]
-    return "\n".join(out).rstrip() + "\n"
+    out.append("")
+    notes = [f"_note: {cell(n)}_" for n in session.notes]
+    room = MAX_CHARS - _size(out) - _size(notes)
+
+    # Not repeatable first, each (a test's outcome is its first run's); then the comparisons'
+    # notes, each said once for all the tests that share it.
+    repeats = [(p, str(p.extra["not_repeatable"])) for p in tests if "not_repeatable" in p.extra]
+    reported = [(p, n) for p in tests for n in baseline_notes(p)]
+    flagged = {p.nodeid for p, _ in failed + repeats + reported}
+    sampled = [p for p in tests if p.lines]  # an A/B run measures in workers: no lines here
+    chosen = sorted(sampled, key=lambda p: (p.nodeid not in flagged, -p.cpu_s))[:MAX_TESTS]
+    failures = outcomes.failures  # the gates' own too: every failure, in pytest's words
+    collapsed = [
+        _Part(
+            f"Test failures: {len(failures)}",
+            ["| test | phase | message |", "| --- | --- | --- |"],
+            [[f"| {code(n)} | {w} | {cell(m)} |"] for n, w, m in failures],
+        ),
+        _Part(
+            f"Reported, not failed: {len(repeats) + len(reported)}",
+            [],
+            [[f"- {code(p.nodeid)}: {cell(n)}"] for p, n in repeats] + _grouped(reported),
+        ),
+        _Part(
+            f"Top lines of {len(chosen)} test(s), at most {TOP_LINES} each",
+            [],
+            [_top_lines(p, rootdir) for p in chosen],
+        ),
+    ]
+    room -= sum(_size(p.lines()) for p in collapsed)  # their frames, each saying all left out
+    others = _Part(
+        "Other gate failures",
+        FAILURES_HEAD,
+        [[_failure_row(p, v)] for p, v in failed if v.kind != REGRESSION],
+        collapsed=False,
+    )
+    _fit([others], room)
+    # The regressions first; the other failures keep a quarter of the room at least.
+    regressed = _regression_part(
+        regressions(tests, rootdir), room - min(_size(others.lines()), room // 4)
+    )
+    _fit([others], room - _size(regressed.lines()))
+    room -= _size(regressed.lines()) + _size(others.lines())
+    _fit(collapsed, room + sum(_size(p.lines()) for p in collapsed))
+    for part in (regressed, others, *collapsed):
+        out += part.lines()
+    out += notes
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).rstrip() + "\n"
