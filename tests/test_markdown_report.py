@@ -104,7 +104,7 @@ def test_an_ab_regression_names_the_ref_and_the_functions(tmp_path: Path) -> Non
     block = _section(text, "#### `t.py::test_ab`", "### Other gate failures")
     assert "- CPU time regressed against origin/main (66945d3f90af): 0.003666 s" in block
     assert "| line | function | metric | origin/main `66945d3f` | now | change | source |" in block
-    assert "| `lib.py:4` | `crunch` | CPU time | 0.17 s | 0.26 s | 1.54x |" in block
+    assert "| `lib.py:4` | `crunch` | CPU time | 170 ms | 263 ms | 1.54x |" in block
     # A function the function rule failed, with its ratio: its time per side is not sampled alone.
     assert "| `lib.py:9` | `helper` | CPU time (self) |  |  | 1.80x | `def helper():` |" in block
     assert "sampled self CPU time over the 10 runs of each side" in block

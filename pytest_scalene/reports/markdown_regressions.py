@@ -39,6 +39,13 @@ def source(rootdir: str, file: str, line: int) -> str:
     return text if len(text) <= MAX_SOURCE else text[: MAX_SOURCE - 1] + "…"
 
 
+def _seconds(value: Any) -> str:
+    """Three figures, for a before and after read side by side: 177 ms, 0.303 s would hide it."""
+    if not is_number(value):
+        return ""
+    return f"{value:.2f} s" if value >= 1 else f"{1e3 * value:.3g} ms"
+
+
 def _ratio(before: Any, after: Any) -> float | None:
     if is_number(before) and is_number(after) and before > 0:
         return float(after) / float(before)
@@ -90,7 +97,7 @@ def _ab_rows(ab: dict[str, Any], rootdir: str) -> list[str]:
     found = []
     for g in ab.get("lines") or []:
         before, after = g.get("baseline_cpu_s"), g.get("cpu_s")
-        times = (amount("cpu_s", before), amount("cpu_s", after), _change(before, after))
+        times = (_seconds(before), _seconds(after), _change(before, after))
         found.append((g, "CPU time", *times))
     named = {(g.get("file"), g.get("function")) for g in ab.get("lines") or []}
     for f in ab.get("functions") or []:
@@ -128,18 +135,27 @@ def _row(
     )
 
 
+def _line_figure(metric: str, value: Any) -> str:
+    """A line's figure of `metric`: seconds to three figures, the others as messages say them."""
+    known = METRICS.get(metric)
+    if known is None or not is_number(value):
+        return ""
+    if known.unit == "s" and known.line_unit is None:
+        return _seconds(value)
+    return known.format_line(value)
+
+
 def _line_rows(verdicts: list[Verdict], rootdir: str) -> list[str]:
     """The failed line verdicts of a comparison with a baseline, each line's figures."""
     rows = []
     for v in verdicts:
         place = _place(v.line or "")
-        if place is None:
-            continue
-        known = METRICS.get(v.metric)
-        label = known.label if known else v.metric
-        before = known.format_line(v.baseline) if known and is_number(v.baseline) else ""
-        after = known.format_line(v.value) if known and is_number(v.value) else ""
-        rows.append(_row(*place, label, before, after, _change(v.baseline, v.value), rootdir))
+        if place is not None:
+            known = METRICS.get(v.metric)
+            before, after = _line_figure(v.metric, v.baseline), _line_figure(v.metric, v.value)
+            change = _change(v.baseline, v.value)
+            label = known.label if known else v.metric
+            rows.append(_row(*place, label, before, after, change, rootdir))
     return rows
 
 

@@ -14,10 +14,12 @@ MIN_WIDTH = 60  # the narrowest: a line table's figures alone take about 60 colu
 INDENT = "  "
 PHRASE = "  "  # figures and clauses are joined by two spaces: lines break there first
 _GLUE = "\u00a0"  # a no-break space: textwrap's whitespace is ASCII only, and so is ours
-# A space before a figure ("cpu 0.09", "of 1", "(+110%") or before a figure's unit ("0.09 s"):
-# a line never breaks there, so that a label and its figure stay on one row.
+# A space before a figure ("cpu 0.09", "of 1", "(+110%"), before a figure's unit ("0.09 s") or
+# before a comparison with a figure: a line never breaks there, so that a label and its figure,
+# and two figures compared, stay on one row.
 _FIGURE_SPACE = re.compile(
     r" (?=[(+\-~]?\d)|(?<=\d) (?=(?:s|ms|µs|ns|MB|GB|KB|kB|M|%|MB/s)(?:\W|$))"
+    r"| (?=(?:vs|->|[<>]=?) [(+\-~]?\d)"  # and a comparison of two: "0.17 s -> 0.26 s"
 )
 # A line and its function ("etl/load.py:9 load_frame") are one place: no break between them.
 _AT_LINE = re.compile(r"(\S:\d+) (?=[A-Za-z_<])")
