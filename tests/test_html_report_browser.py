@@ -309,6 +309,13 @@ def _frames(browser: Browser, graph: str) -> dict[str, dict[str, Any]]:
     )
 
 
+def _key(browser: Browser, key: str, code: int) -> None:
+    """A real key press (down and up) on the focused element."""
+    for kind in ("keyDown", "keyUp"):
+        event = {"type": kind, "key": key, "code": key, "windowsVirtualKeyCode": code}
+        browser.call("Input.dispatchKeyEvent", event)
+
+
 def _rgb(colour: str) -> list[int]:
     return [int(c) for c in colour[colour.index("(") + 1 : colour.index(")")].split(",")[:3]]
 
@@ -409,6 +416,12 @@ def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
     assert len(browser.evaluate(visible.replace("TEXT", "''"))) == len(data["tests"])
     _save_screenshot(browser, tmp_path, "html-report.png")
 
+    # Keyboard: the Right arrow on the focused tab opens the next view.
+    browser.evaluate("document.querySelector('#tab-overview').focus()")
+    _key(browser, "ArrowRight", 39)
+    assert browser.evaluate("location.hash") == "#source"
+    assert browser.evaluate("document.activeElement.id") == "tab-source"
+
     # The source view: every line of the file, its figures added up over the suite, the
     # selected test's lines highlighted, cold code folded until asked for.
     _show(browser, "#source/tests%2Ftest_math.py")
@@ -454,9 +467,7 @@ def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
     browser.evaluate(
         "document.querySelector('#flame-suite > div[data-name=\"all tests\"]').focus()"
     )
-    for kind in ("keyDown", "keyUp"):  # Enter on the root zooms back out
-        browser.call("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter",
-                                                "windowsVirtualKeyCode": 13})  # fmt: skip
+    _key(browser, "Enter", 13)  # Enter on the root zooms back out
     assert "line 7" in _frames(browser, "flame-suite")
     assert _fits(browser)
 
