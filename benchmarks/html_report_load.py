@@ -210,7 +210,9 @@ def main() -> None:
         "parses its data and draws the overview in it); the views: from the hash change to two",
         "animation frames later; `fits`: no horizontal scrolling of the page or any table in it.",
         "`HTML parsed`: navigation start to the page's script starting; `script`: it parses the",
-        "embedded data and draws the overview; `layout`: the browser lays that out.",
+        "embedded data and draws the overview; `layout`: the browser lays that out; `written in`:",
+        "html_report.write_html, most of it the profile's JSON (core/codec.py), which",
+        "`--profile-json` pays too.",
         "",
         "| page | size | written in | load | slowest load | HTML parsed | script | layout "
         "| source view | suite flame graph | test view | fits 1,400 px |",
