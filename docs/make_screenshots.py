@@ -10,7 +10,8 @@ put into ReindentFilter._process_values (one line calls token_next_by 15,000 tim
 suite is compared with its baseline: one test fails its CPU-time gate. The pictures of that
 page, at 1,400 px: the overview with the failed gate (html-report-gate.png), the source view of
 the failed test's hottest file (html-report-source.png) and its differential flame graph
-(html-report-diff-flame.png). --only-html: leave the terminal picture alone.
+(html-report-diff-flame.png), and the suite's flame graphs (html-report-flame.png). --only-html:
+leave the terminal picture alone.
 
 Runs `pytest --profile --profile-details` on examples/ at 100 columns, saves its HTML report
 and a picture of its terminal report (the text drawn in a terminal-like page), and a picture of
@@ -125,6 +126,7 @@ def real_suite(suite: Path, python: str) -> None:
                 "#overview": IMG / "html-report-gate.png",
                 source: IMG / "html-report-source.png",
                 f"#test/{index}/flame-diff-title": IMG / "html-report-diff-flame.png",
+                "#flame": IMG / "html-report-flame.png",
             },
         )
 

@@ -113,7 +113,7 @@ def test_embeds_exactly_the_profile_json(tmp_path: Path) -> None:
     # Whole files, line 1 first: the source view shows every line.
     assert sources["etl/load.py"][8] == "    cleaned = np.array(frame)  # a silent copy"
     assert len(sources["etl/load.py"]) == 19 and sources["etl/load.py"][0].startswith('"""')
-    assert json.loads(blocks["compare-data"]) == {}  # no baseline compared
+    assert json.loads(blocks["compare-data"]) == {"tests": {}, "suite": {"tests": 0, "lines": []}}
     assert json.loads(blocks["stack-data"]) is None  # no stacks recorded
 
 
@@ -131,21 +131,47 @@ def test_a_long_file_keeps_only_the_lines_near_profiled_ones(
 
 def test_failed_tests_embed_their_per_line_diff_against_the_baseline(tmp_path: Path) -> None:
     session = compared_session(tmp_path)
-    diffs = json.loads(_blocks(html_report.render_html(session, str(tmp_path)))["compare-data"])
+    found = json.loads(_blocks(html_report.render_html(session, str(tmp_path)))["compare-data"])
+    diffs = found["tests"]
     assert set(diffs) == {MATMUL}  # only the failed test that has a baseline
     rows = {(file, line): (before, now) for file, line, _, before, now in diffs[MATMUL]["lines"]}
     assert rows[(MATH, 7)] == ({"cpu_s": 0.17}, {"cpu_s": 0.57})  # paired; 0.02 s native in both
     assert rows[(MATH, 8)] == ({"cpu_s": 0.1}, None)  # vanished
     assert rows[(MATH, 14)][0] == rows[(MATH, 14)][1]  # unchanged
     assert diffs[MATMUL]["metrics"]["cpu_s"] == pytest.approx(7.34)
+    # The suite's: every compared test's CPU seconds per line, added up (one test here).
+    suite = {(f, n): (b, c) for f, n, _, b, c in found["suite"]["lines"]}
+    assert found["suite"]["tests"] == 1
+    assert suite[(MATH, 7)] == (0.17, 0.57) and suite[(MATH, 8)] == (0.1, 0)
+
+
+def test_the_suite_diff_adds_up_every_compared_test_passed_or_not(tmp_path: Path) -> None:
+    session = compared_session(tmp_path)
+    mat = session.tests[MATMUL]
+    mat.verdicts = []  # passed: no per-line diff of its own, still in the suite's
+    twin = copy.deepcopy(mat)  # a second compared test, against the same baseline entry
+    twin.nodeid = MATMUL.replace("1500", "twin")
+    session.tests[twin.nodeid] = twin
+    stored = baseline_store.read(tmp_path / "baselines" / "tests" / "test_math.py.json")
+    entry = stored.tests[MATMUL]
+    baseline_store.write(
+        tmp_path / "baselines",
+        baseline_store.ModuleBaseline(MATH, 0.01, "cpu", 1, {MATMUL: entry, twin.nodeid: entry}),
+    )
+    found = html_data.baseline_diffs(session, str(tmp_path))
+    assert found["tests"] == {}
+    suite = {(f, n): (b, c) for f, n, _, b, c in found["suite"]["lines"]}
+    assert found["suite"]["tests"] == 2
+    assert suite[(MATH, 7)] == (pytest.approx(0.34), pytest.approx(1.14))
 
 
 def test_a_missing_or_broken_baseline_file_leaves_the_diff_out(tmp_path: Path) -> None:
     session = compared_session(tmp_path)
     (tmp_path / "baselines" / "tests" / "test_math.py.json").write_text("{broken")
-    assert html_data.baseline_diffs(session, str(tmp_path)) == {}
+    nothing = {"tests": {}, "suite": {"tests": 0, "lines": []}}
+    assert html_data.baseline_diffs(session, str(tmp_path)) == nothing
     session.tests[MATMUL].extra["baseline"] = {"file": "baselines/nowhere.json"}
-    assert html_data.baseline_diffs(session, str(tmp_path)) == {}
+    assert html_data.baseline_diffs(session, str(tmp_path)) == nothing
 
 
 def test_stacks_are_embedded_weighted_as_speedscope_weighs_them(tmp_path: Path) -> None:

@@ -469,6 +469,13 @@ def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
     )
     _key(browser, "Enter", 13)  # Enter on the root zooms back out
     assert "line 7" in _frames(browser, "flame-suite")
+    # ...and the suite's differential one: every compared test's lines against their baselines.
+    suite = _frames(browser, "flame-suite-diff")
+    assert suite["1 compared tests vs their baselines"]["base"] == pytest.approx(
+        7.34
+    )  # 0.05+0.17+0.1+0.053+6.967
+    assert (suite["line 7"]["value"], suite["line 7"]["base"]) == (
+        pytest.approx(0.57), pytest.approx(0.17))  # fmt: skip
     assert _fits(browser)
 
     # A test's view: its flame graph and the differential one against its baseline (CPU
@@ -484,7 +491,7 @@ def test_report_in_headless_chromium(browser: Browser, tmp_path: Path) -> None:
     mine = _frames(browser, "flame-test")
     assert mine[MATMUL]["value"] == pytest.approx(0.61 + 6.95 + 0.08 - 0.0, abs=0.01)
     diff_frames = _frames(browser, "flame-diff")
-    rows = json.loads(_blocks(report.read_text())["compare-data"])[MATMUL]["lines"]
+    rows = json.loads(_blocks(report.read_text())["compare-data"])["tests"][MATMUL]["lines"]
     root = diff_frames[f"{MATMUL} vs baseline"]
     assert root["value"] == pytest.approx(sum((r[4] or {}).get("cpu_s", 0) for r in rows))
     assert root["base"] == pytest.approx(sum((r[3] or {}).get("cpu_s", 0) for r in rows))

@@ -57,16 +57,19 @@ def _baseline_path(profile: TestProfile, rootdir: str) -> str | None:
     return source_path(rootdir, file) if isinstance(file, str) and file else None
 
 
-def baseline_diffs(session: SessionProfile, rootdir: str) -> dict[str, dict[str, Any]]:
-    """Per test with a failed gate and a stored baseline: its lines paired with the baseline's
-    (gates/line_matching.py, as the comparison pairs them), each as
-    [file, line, function, baseline metrics or None (new), current metrics or None (vanished)].
-    Metrics are the compared ones (gates/metrics.py: cpu_s, peak_mb, alloc_mb, ...)."""
+def baseline_diffs(session: SessionProfile, rootdir: str) -> dict[str, Any]:
+    """Each compared test's lines paired with its stored baseline's (gates/line_matching.py, as
+    the comparison pairs them), each row [file, line, function, baseline metrics or None (new),
+    current metrics or None (vanished)], metrics the compared ones (gates/metrics.py).
+
+    {"tests": {nodeid: {metrics, commit, lines}}} for the tests with a failed gate, and
+    {"suite": {tests, lines: [[file, line, function, baseline cpu_s, cpu_s]]}}: every compared
+    test's CPU seconds per line added up, for the suite's differential flame graph."""
     cache: dict[str, baseline_store.ModuleBaseline | None] = {}
-    out: dict[str, dict[str, Any]] = {}
+    failed: dict[str, dict[str, Any]] = {}
+    suite: dict[tuple[str, int, str], list[float]] = {}
+    compared = 0
     for nodeid, profile in session.tests.items():
-        if not any(v.failed for v in profile.verdicts):
-            continue
         path = _baseline_path(profile, rootdir)
         if path is None:
             continue
@@ -79,13 +82,20 @@ def baseline_diffs(session: SessionProfile, rootdir: str) -> dict[str, dict[str,
         entry = stored.tests.get(nodeid) if stored is not None else None
         if entry is None:
             continue
+        compared += 1
         current = entry_from_profile(profile, rootdir)
         pairs, _, new, vanished = match_lines(entry.lines, current.lines)
         rows = [[c.file, c.line, c.function, b.metrics, c.metrics] for b, c in pairs]
         rows += [[c.file, c.line, c.function, None, c.metrics] for c in new]
         rows += [[b.file, b.line, b.function, b.metrics, None] for b in vanished]
-        out[nodeid] = {"metrics": entry.metrics, "commit": entry.commit, "lines": rows}
-    return out
+        for file, line, function, before, now in rows:
+            sums = suite.setdefault((file, line, function), [0.0, 0.0])
+            sums[0] += (before or {}).get("cpu_s", 0.0)
+            sums[1] += (now or {}).get("cpu_s", 0.0)
+        if any(v.failed for v in profile.verdicts):
+            failed[nodeid] = {"metrics": entry.metrics, "commit": entry.commit, "lines": rows}
+    lines = [[*key, round(b, 6), round(n, 6)] for key, (b, n) in sorted(suite.items()) if b or n]
+    return {"tests": failed, "suite": {"tests": compared, "lines": lines}}
 
 
 def stack_data(session: SessionProfile, recorder: StackRecorder | None) -> dict[str, Any] | None:
