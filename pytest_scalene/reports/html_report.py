@@ -1,8 +1,9 @@
 """The HTML profile: one self-contained file that opens without network access.
 
 The page embeds the same JSON that --profile-json writes (core/codec.py), the source text of the
-profiled files, the failed tests' per-line diffs against their baselines and the sampled stacks
-(reports/html_data.py), each in a <script type="application/json"> block, and draws
+profiled files, the per-line diffs against the stored baselines (each failed test's, the suite's
+sum) and the sampled stacks (reports/html_data.py), each in a <script type="application/json">
+block, and draws
 itself from them with the inline script of report_template.html: no external script, style, font
 or image. Its Content-Security-Policy allows only that script (by hash), inline styles and data:
 images, so even a bug in the page cannot make it fetch anything.
