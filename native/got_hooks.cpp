@@ -315,7 +315,13 @@ EXPORT int pytest_scalene_unhook_in_process() {
   return 0;
 }
 
-EXPORT int pytest_scalene_hooked_slots() { return g_rewritten_count; }
+// Under the lock: a dlopen on another thread may be rewriting a new object's slots.
+EXPORT int pytest_scalene_hooked_slots() {
+  lock();
+  int count = g_rewritten_count;
+  unlock();
+  return count;
+}
 
 // The hot-path benchmark's loop (benchmarks/hot_paths, counted under callgrind): `pairs`
 // malloc+free pairs and as many 256-byte memcpy calls through the shim's own definitions

@@ -623,10 +623,17 @@ EXPORT ShimApi* pytest_scalene_shim_api() { return &g_api; }
 
 // Loaded with dlopen rather than preloaded (got_hooks.cpp), before any GOT entry points here:
 // the next functions are those the process is bound to. Returns 0, or -1 when one is missing.
+// Written before the hooks send any call here, then published again: a thread reaches these
+// functions through a GOT slot, a plain load that orders nothing (and that TSan cannot see),
+// and its ready() must acquire the store made after the write. A later install finds the same
+// functions (the process's bindings do not change) and writes nothing: threads may be calling.
 EXPORT int pytest_scalene_shim_use_next(void* (*lookup)(const char*)) {
   Libc found;
   if (!ready() || !look_up(found, lookup)) return -1;
-  libc = found;
+  if (memcmp(&libc, &found, sizeof found) != 0) {
+    libc = found;
+    g_libc_ready.store(1, std::memory_order_release);
+  }
   return 0;
 }
 
@@ -639,7 +646,9 @@ EXPORT void* malloc(size_t size) __THROW {
 }
 
 EXPORT void free(void* p) __THROW {
-  if (!p || in_boot(p)) return;
+  // ready(): the acquire that makes the next functions visible to a thread that got here
+  // through a GOT slot (see pytest_scalene_shim_use_next); never false for a block of theirs.
+  if (!p || in_boot(p) || UNLIKELY(!ready())) return;
   int64_t size = before_free(p);
   libc.next_free(p);
   count_free(size);
