@@ -201,3 +201,45 @@ def test_when_regressions_alone_overflow_they_shorten_before_any_is_left_out(
     assert "[1999]`" in regressions.split("\n#### ")[1]
     said = re.search(r"_(\d+) more left out", regressions)
     assert full + short + (int(said.group(1)) if said else 0) == 2000
+
+
+def test_a_test_total_regressed_shows_the_lines_that_grew_against_the_stored_baseline(
+    tmp_path: Path,
+) -> None:
+    from pytest_scalene.gates import baseline_store
+    from pytest_scalene.gates.baseline_entry import entry_from_profile
+
+    session = _session(tmp_path)
+    nodeid = "t.py::test_total"
+
+    def profile(line_cpu: dict[int, float]) -> TestProfile:
+        test = TestProfile(nodeid, outcome="failed", cpu_python_s=sum(line_cpu.values()))
+        for line, cpu in line_cpu.items():
+            test.line(LineKey("lib.py", line, "crunch"), function_line=1).cpu_python_s = cpu
+        return test
+
+    saved = profile({2: 0.10, 3: 0.20, 4: 0.30})
+    module = baseline_store.ModuleBaseline(
+        "t.py", 0.01, "cpu", 1, {nodeid: entry_from_profile(saved, str(tmp_path))}
+    )
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "t.py.json").write_text(baseline_store.dumps(module))
+    # Now: line 4 grew 3x, line 3 a little, line 2 shrank, line 1 is new.
+    test = session.tests[nodeid] = profile({1: 0.05, 2: 0.05, 3: 0.30, 4: 0.90})
+    test.extra["baseline"] = {"file": "baselines/t.py.json", "notes": []}
+    test.verdicts = [
+        Verdict.from_dict(
+            {"kind": "regression", "metric": "cpu_s", "limit": 0.8, "baseline": 0.6,
+             "value": 1.3, "passed": False, "line": None,
+             "message": "CPU time 1.30 s vs baseline 0.60 s (+117%; fails above +33%)"}
+        )
+    ]  # fmt: skip
+    text = render(session, str(tmp_path))
+    block = _section(text, f"#### `{nodeid}`", "### Other gate failures")
+    rows = [r for r in block.splitlines() if r.startswith("| `lib.py:")]
+    assert rows == [
+        "| `lib.py:4` | `crunch` | CPU time | 300 ms | 900 ms | 3.00x | `total += i * i % 7` |",
+        "| `lib.py:3` | `crunch` | CPU time | 200 ms | 300 ms | 1.50x | `for i in range(n):` |",
+        "| `lib.py:1` | `crunch` | CPU time | new | 50 ms |  | `def crunch(n):` |",
+    ]
+    assert "paired with the baseline's as the comparison pairs them" in block

@@ -13,6 +13,7 @@ from ..core.natural_values import is_number
 from ..core.source import source_line
 from ..core.verdict import REGRESSION, Verdict
 from ..gates.metrics import METRICS
+from .markdown_baseline import Baselines
 
 AB_KEY = "ab"  # the test's A/B comparison in its profile (ab/plugin.py, docs/json-schema.md)
 MAX_SOURCE = 60  # characters of a line's source text in a table cell
@@ -159,8 +160,31 @@ def _line_rows(verdicts: list[Verdict], rootdir: str) -> list[str]:
     return rows
 
 
-def regression(profile: TestProfile, rootdir: str) -> Regression | None:
-    """The test's regression block, or None when no regression verdict of it failed."""
+def _baseline_rows(
+    profile: TestProfile, totals: list[Verdict], lines: list[Verdict], baselines: Baselines
+) -> list[str]:
+    """For each test total that regressed against the stored baseline, the lines whose figure
+    grew most, but those a line verdict already shows."""
+    shown = {(v.line, v.metric) for v in lines}
+    rows = []
+    for g in baselines.grown(profile, [v.metric for v in totals]):
+        if (f"{g.file}:{g.line} {g.function}", g.metric) in shown:
+            continue
+        known = METRICS.get(g.metric)
+        before = "new" if g.before is None else _line_figure(g.metric, g.before)
+        after, change = _line_figure(g.metric, g.after), _change(g.before, g.after)
+        label = known.label if known else g.metric
+        rows.append(
+            _row(g.file, g.line, g.function, label, before, after, change, baselines.rootdir)
+        )
+    return rows
+
+
+def regression(
+    profile: TestProfile, rootdir: str, baselines: Baselines | None = None
+) -> Regression | None:
+    """The test's regression block, or None when no regression verdict of it failed.
+    `baselines`: the run's baseline files, for the lines behind a test total."""
     failed = [v for v in profile.verdicts if v.kind == REGRESSION and v.failed]
     if not failed:
         return None
@@ -172,6 +196,17 @@ def regression(profile: TestProfile, rootdir: str) -> Regression | None:
     block += [f"- {cell(v.message)}" for v in totals or lines[:1]]
     before, caption = "baseline", ""
     rows = _line_rows(lines, rootdir)
+    stored = [v for v in totals if v not in ab_verdicts]
+    if (
+        stored
+        and baselines is not None
+        and (grown := _baseline_rows(profile, stored, lines, baselines))
+    ):
+        rows += grown
+        caption = (
+            "_baseline and now: the lines whose figure grew most, paired with the baseline's as"
+            " the comparison pairs them (new: a line the baseline does not have)._"
+        )
     if ab is not None and ab_verdicts:
         before = f"{ab.get('ref')} {code(str(ab.get('commit', ''))[:8])}"
         rows = _ab_rows(ab, rootdir) + rows
@@ -196,5 +231,6 @@ def regression(profile: TestProfile, rootdir: str) -> Regression | None:
 
 def regressions(tests: list[TestProfile], rootdir: str) -> list[Regression]:
     """Every regressed test's block, the largest ratio first."""
-    found = [r for r in (regression(t, rootdir) for t in tests) if r is not None]
+    baselines = Baselines(rootdir)
+    found = [r for r in (regression(t, rootdir, baselines) for t in tests) if r is not None]
     return sorted(found, key=lambda r: (-r.worst, r.nodeid))
