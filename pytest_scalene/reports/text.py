@@ -23,6 +23,7 @@ _FIGURE_SPACE = re.compile(
 )
 # A line and its function ("etl/load.py:9 load_frame") are one place: no break between them.
 _AT_LINE = re.compile(r"(\S:\d+) (?=[A-Za-z_<])")
+_CODE = re.compile(r"`[^`]*`")
 # A clause ends at a punctuation mark and a space, unless a figure follows ("work: 0.02 s").
 _CLAUSE = re.compile(r"(?<=[:;,.]) (?![(+\-~]?\d)")
 
@@ -116,13 +117,18 @@ def _words(phrase: str) -> list[str]:
     return [w.replace(_GLUE, " ") for w in glued.split(" ") if w]
 
 
+def _glue_code(text: str) -> str:
+    """Source text in backticks (`total += i * i % 7`) is one word: never split over lines."""
+    return _CODE.sub(lambda m: m.group(0).replace(" ", _GLUE), text)
+
+
 def _clauses(text: str | Sequence[str]) -> list[tuple[str, int, str]]:
     """(joint before it, the width of the phrase it starts or 0, clause): a string's phrases
     are its parts joined by two spaces, a sequence's its items, joined by one; a phrase's
     clauses end at a punctuation mark and a space (not one before a figure: "work: 0.02 s")."""
     phrases, joint = (text.split(PHRASE), PHRASE) if isinstance(text, str) else (text, " ")
     out: list[tuple[str, int, str]] = []
-    for phrase in (p.strip() for p in phrases):
+    for phrase in (_glue_code(p.strip()) for p in phrases):
         if phrase:
             clauses = _CLAUSE.split(phrase)
             out.append((joint, display_width(phrase), clauses[0]))
