@@ -76,7 +76,26 @@ def work(n):
         total += 0
     return total
 """
+# A call of ~2 M instructions (counted once), whose second call costs 5x: the call counted
+# must follow as many calls in a comparison as when the baseline was saved.
+SECOND_CALL_COSTS = """
+from mylib import work
+
+_calls = []
+
+
+def staged(n):
+    _calls.append(n)
+    return work(5 * n if len(_calls) == 2 else n)
+
+
+def test_call(benchmark):
+    benchmark(staged, 60_000)
+"""
 RUN = ("-p", "no:cacheprovider", "--profile", "--profile-measure=instructions")
+# Unchanged code is measured only when selection is off (docs/selection.md): a comparison that
+# measured nothing would pass whatever the counts.
+UNCHANGED = (*RUN, "--profile-compare", "--profile-select=all")
 
 
 def _saved(pytester: pytest.Pytester, tests: int, *args: str) -> dict[str, dict]:
@@ -145,9 +164,22 @@ def test_a_short_call_slowed_1_2x_is_caught_and_unchanged_passes(pytester):
     # the growth of one call is under the floor of a count: only the calls counted reach it
     growth = 0.2 * saved["test_call"]["metrics"]["instructions"]
     assert growth < INSTRUCTIONS_FLOOR < growth * _calls(saved["test_call"])
-    pytester.runpytest_subprocess(*RUN, "--profile-compare").assert_outcomes(passed=2)
+    for _ in range(2):
+        unchanged = pytester.runpytest_subprocess(*UNCHANGED)
+        unchanged.assert_outcomes(passed=2)
+        unchanged.stdout.fnmatch_lines(["*baseline comparisons 0 failed of *"])
     (pytester.path / "mylib.py").write_text(SLOWED)
     result = pytester.runpytest_subprocess(*RUN, "--profile-compare")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*test_call*", "instructions regressed: * M vs baseline * M*"])
     result.stdout.fnmatch_lines(["*test_pedantic*", "instructions regressed: * M vs baseline * M*"])
+
+
+@needs_valgrind
+def test_the_call_counted_follows_as_many_calls_when_compared(pytester):
+    suite(pytester, SECOND_CALL_COSTS)
+    saved = _saved(pytester, 1)
+    assert _calls(saved["test_call"]) == 1, saved  # a call of over a million instructions
+    unchanged = pytester.runpytest_subprocess(*UNCHANGED)
+    unchanged.assert_outcomes(passed=1)
+    unchanged.stdout.fnmatch_lines(["*baseline comparisons 0 failed of *"])
