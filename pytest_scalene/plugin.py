@@ -70,7 +70,7 @@ class Run:
     instructions: counts.InstructionCounts
     selection: Selection  # the code map: which tests the costly gates measure
     ab: ab_plugin.CompareRef | None = None  # --profile-compare-ref
-    stacks: StackRecorder | None = None  # --profile-speedscope
+    stacks: StackRecorder | None = None  # --profile-speedscope, --profile-html
     history: History | None = None  # --profile-history
     unjudged: dict[str, int] | None = None  # per gate, once the session ends
     unjudged_status: int | None = None  # EXIT_UNJUDGED, when the run fails for them
@@ -152,7 +152,8 @@ def pytest_configure(config: pytest.Config) -> None:
         run.history = History(config, profiler, history)
     if options.gpu == "yes":
         gpu.ensure()  # a missing GPU is a usage error now, not at the first profiled test
-    if options.speedscope_path is not None:  # stacks cost a walk per sample: only when asked
+    # Stacks cost a walk per sample: only for the outputs that draw flame graphs.
+    if options.speedscope_path is not None or options.html_path is not None:
         run.stacks = StackRecorder(profiler.scope)
         profiler.listeners.append(run.stacks)
 
@@ -334,7 +335,10 @@ def _write_report_files(session: pytest.Session, run: Run) -> None:
     html = options.html_path
     if html is not None:
         run.outputs.write(
-            session, "--profile-html", html, lambda: write_html(profile, html, rootdir)
+            session,
+            "--profile-html",
+            html,
+            lambda: write_html(profile, html, rootdir, stacks=run.stacks),
         )
     speedscope, stacks = options.speedscope_path, run.stacks
     if speedscope is not None and stacks is not None:

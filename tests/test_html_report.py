@@ -280,6 +280,13 @@ def test_plugin_writes_the_html_report(run_profiled, pytester: pytest.Pytester) 
     assert json.loads(blocks["profile-data"]) == profile  # the same JSON as --profile-json
     sources = json.loads(blocks["source-data"])["test_workload.py"]
     assert "total += i % 7" in [text.strip() for text in sources]
+    # the flame graphs are drawn from the sampled stacks, which the plugin records for the page
+    stacks = json.loads(blocks["stack-data"])
+    assert stacks is not None, "no stacks: the page would draw its flame graphs from lines"
+    names = {frame[0] for frame in stacks["frames"]}
+    assert any("test_spin" in name for name in names), names
+    (spin,) = stacks["tests"].values()
+    assert sum(seconds for _frames, seconds in spin) > 0.01, spin
 
 
 @pytest.mark.slow
