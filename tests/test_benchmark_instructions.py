@@ -6,6 +6,7 @@ comparison counts as many calls as its baseline did."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -17,6 +18,7 @@ from pytest_scalene.instructions.benchmark_count import (
     COUNTED_INSTRUCTIONS,
     MAX_COUNTED_CALLS,
     calls_for,
+    dumped_total,
 )
 
 pytest.importorskip("pytest_benchmark", reason="pytest-benchmark is in the test extras")
@@ -126,6 +128,26 @@ def test_the_floor_is_a_counts_over_its_calls_when_both_sides_counted_as_many() 
     # 1.2x of a 5,000-instruction call over 64 calls: judged; over one call, not
     assert rule.counted(calls, calls).regressed("instructions", 5_000, 6_000)
     assert not rule.regressed("instructions", 5_000, 6_000)
+
+
+def test_the_probe_is_read_from_the_last_dump_whatever_the_file_times(tmp_path) -> None:
+    def dump(number: int, label: str, total: int, pid: int = os.getpid()) -> None:
+        path = tmp_path / f"callgrind.out.{pid}.{number}"
+        path.write_text(
+            f"# callgrind format\ndesc: Trigger: Client Request: {label}\n"
+            f"events: Ir\nfn=(1) f\n0 {total}\ntotals: {total}\n"
+        )
+        os.utime(path, ns=(10**18, 10**18))  # one clock tick: the times tie
+
+    dump(9, "pytest-scalene#3", 5_000_000)
+    dump(10, "pytest-scalene#4~probe", 3_000)  # after .9, though it sorts before it as text
+    assert dumped_total(tmp_path, "pytest-scalene#4~probe") == 3_000
+    assert dumped_total(tmp_path, "pytest-scalene#4") is None  # not a prefix match
+    dump(12, "pytest-scalene#4", 7_000, pid=os.getpid() + 1)  # a subprocess's
+    (tmp_path / f"callgrind.out.{os.getpid() + 1}").write_text("")  # its last, whole
+    assert dumped_total(tmp_path, "pytest-scalene#4~probe") == 3_000
+    dump(11, "pytest-scalene#4", 7_000)
+    assert dumped_total(tmp_path, "pytest-scalene#4~probe") is None  # not the last one
 
 
 @needs_valgrind

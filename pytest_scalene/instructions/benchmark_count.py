@@ -14,6 +14,7 @@ test's own code around it, nor pytest-benchmark's rounds (which the fixture neve
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -45,13 +46,18 @@ def calls_for(probe_instructions: int) -> int:
 
 
 def dumped_total(out_dir: Path, label: str) -> int | None:
-    """The total of the newest dump in `out_dir` if it is `label`'s (callgrind names dumps
-    callgrind.out.PID.N, N counting up)."""
-    dumps = sorted(out_dir.glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime_ns)
-    if not dumps:
+    """The total of this process's last dump in `out_dir` if it is `label`'s. Callgrind names
+    dumps callgrind.out.PID.N, N counting up: the highest N is the last (file times tie within
+    a clock tick). Other processes' files are there too (a test's subprocesses, counted)."""
+    numbered = []
+    for path in out_dir.glob(f"callgrind.out.{os.getpid()}.*"):
+        number = path.name.rsplit(".", 1)[1]
+        if number.isdigit():
+            numbered.append((int(number), path))
+    if not numbered:
         return None
-    text = dumps[-1].read_bytes()
-    if f"Client Request: {label}".encode() not in text[:4096]:
+    text = max(numbered)[1].read_bytes()
+    if f"Client Request: {label}\n".encode() not in text[:4096]:
         return None
     found = _TOTALS.findall(text)
     return int(found[-1]) if found else None
