@@ -37,3 +37,14 @@ def test_real_changes_are_written() -> None:
     assert not within_noise(stored, moved, RULE)  # the line moved: its number is rewritten
     no_memory = TestEntry({"cpu_s": 1.0}, stored.lines, 1.0)
     assert not within_noise(stored, no_memory, RULE)
+
+
+def test_counts_from_another_environment_are_written_however_close() -> None:
+    # The comparison does not judge counts from another environment and says to re-save: the
+    # re-save must replace them (before, a new valgrind or a benchmark's counted calls kept the
+    # old entry, and every later comparison said "re-save" again).
+    stored = TestEntry({"instructions": 1_000_000.0}, (), environment={"valgrind": "3.19"})
+    same = TestEntry({"instructions": 1_000_100.0}, (), environment={"valgrind": "3.19"})
+    other = TestEntry({"instructions": 1_000_100.0}, (), environment={"valgrind": "3.20"})
+    assert within_noise(stored, same, NoiseRule())
+    assert not within_noise(stored, other, NoiseRule())

@@ -3,7 +3,8 @@ are within noise of the stored ones keeps its stored entry, and a module whose e
 is not rewritten at all. So a baseline diff in git shows only what really changed, and two
 branches that re-save rarely conflict.
 
-"Within noise" is the noise rule both ways (docs/baselines.md): each figure of the test and of
+"Within noise" is the noise rule both ways (docs/baselines.md), in the same counting environment
+(instruction counts: interpreter, valgrind, packages): each figure of the test and of
 each line differs from the stored one by at most the metric's absolute floor, or by at most its
 tolerance in either direction. The lines must be the same (file, function, offset from the
 function, text and line number), except lines whose every figure is under the floor, which a
@@ -43,6 +44,11 @@ def _negligible(entry: LineEntry, rule: NoiseRule) -> bool:
 def within_noise(stored: TestEntry, new: TestEntry, rule: NoiseRule) -> bool:
     """`new` measures the same code as `stored`, within the noise rule: keep `stored`."""
     if stored.metrics.keys() != new.metrics.keys():  # a profiler on in one run only
+        return False
+    # Counts from another environment (interpreter, valgrind, packages, a benchmark's counted
+    # calls) are another quantity: the comparison would not judge them, and "re-save the
+    # baseline" must replace them, however close the figures.
+    if stored.environment != new.environment:
         return False
     if not _metrics_close(stored.metrics, new.metrics, rule):
         return False
