@@ -134,7 +134,8 @@ def test_the_probe_is_read_from_the_last_dump_whatever_the_file_times(tmp_path) 
     def dump(number: int, label: str, total: int, pid: int = os.getpid()) -> None:
         path = tmp_path / f"callgrind.out.{pid}.{number}"
         path.write_text(
-            f"# callgrind format\ndesc: Trigger: Client Request: {label}\n"
+            f"# callgrind format\ncmd: python -m pytest {'tests/test_x.py::test_y ' * 400}\n"
+            f"desc: Trigger: Client Request: {label}\n"
             f"events: Ir\nfn=(1) f\n0 {total}\ntotals: {total}\n"
         )
         os.utime(path, ns=(10**18, 10**18))  # one clock tick: the times tie

@@ -57,7 +57,8 @@ def dumped_total(out_dir: Path, label: str) -> int | None:
     if not numbered:
         return None
     text = max(numbered)[1].read_bytes()
-    if f"Client Request: {label}\n".encode() not in text[:4096]:
+    header = text[: text.find(b"\nfn=")]  # its cmd: line holds every node id counted
+    if f"\ndesc: Trigger: Client Request: {label}\n".encode() not in header:
         return None
     found = _TOTALS.findall(text)
     return int(found[-1]) if found else None
