@@ -3,16 +3,18 @@
     .venv/bin/python benchmarks/html_report_load.py [--tests 2000] [--runs 5]
         [--profile PROFILE.json --rootdir DIR]   # also measure a real run's page
 
-The 2,000-test session is made up, shaped like a real `--profile --profile-compare` run:
-60 source files of 400 lines; each test with 3 to 12 profiled lines with CPU and memory figures
-(a timeline of 1 to 5 points each), its own memory timeline of 10 to 100 points and the five
+The 2,000-test session is made up, shaped like a real `--profile --profile-compare` run: 60
+source files of 400 lines; each test with 3 to 12 profiled lines with CPU and memory figures (a
+timeline of 1 to 5 points each), its own memory timeline of 10 to 100 points and the five
 verdicts a compared test gets; every test has a stored baseline (the page adds up their lines
 for the suite's differential flame graph) and 1% of them fail their gate against it (the page
-embeds their per-line diffs); ids of 60 to 160 characters. It is written
-with html_report.write_html and opened in headless Chromium (Debian's chromium) at 1,400 x 900
-px, a fresh navigation per run: "load" is navigation start to the end of the load event (the
-page parses its data and draws the overview inside it); the views are timed from the hash change
-to two animation frames later.
+embeds their per-line diffs); ids of 60 to 160 characters; and the sampled call stacks the
+plugin records for the page, 5 to 30 distinct stacks per test, pytest's frames, the test's and
+up to 40 more down a call tree of 3,000 functions (synthetic_stacks). It is written with
+html_report.write_html and opened in headless Chromium (Debian's chromium) at 1,400 x 900 px, a
+fresh navigation per run: "load" is navigation start to the end of the load event (the page
+parses its data and draws the overview inside it); the views are timed from the hash change to
+two animation frames later.
 """
 
 from __future__ import annotations
@@ -39,10 +41,44 @@ from pytest_scalene.gates import baseline_store  # noqa: E402
 from pytest_scalene.gates.baseline_entry import entry_from_profile  # noqa: E402
 from pytest_scalene.reports import html_report  # noqa: E402
 from pytest_scalene.reports.shards import merge_profiles  # noqa: E402
+from pytest_scalene.sampling.stack_recorder import StackRecorder  # noqa: E402
 
 FILES, FILE_LINES = 60, 400
 OUT = ROOT / "docs" / "reports.md"  # between these two markers
 BEGIN, END = "<!-- html_report_load.py: begin -->", "<!-- html_report_load.py: end -->"
+
+
+def synthetic_stacks(session: SessionProfile, seed: int = 27) -> StackRecorder:
+    """Stacks as --profile-html records them (sampling/stack_recorder.py's payload), shaped like
+    a program's: pytest's frames, the test's own, then a path down one call tree of 3,000
+    functions (each called by the one before it, or 3 times in 10 by an earlier one)."""
+    rng = random.Random(seed)
+    frames = [
+        [f"function_{f % FILES}_{f % 200}", f"pkg/module_{f % FILES}.py", 1 + f]
+        for f in range(3000)
+    ]
+    parent = [-1] + [f - 1 if rng.random() < 0.7 else rng.randrange(f) for f in range(1, 3000)]
+    pytest_frames = [len(frames) + i for i in range(6)]
+    frames += [[f"pytest_frame_{i}", "_pytest/python.py", 100 + i] for i in range(6)]
+    tests = {}
+    for nodeid, profile in session.tests.items():
+        own = len(frames)
+        frames.append([nodeid.rsplit("::", 1)[-1], nodeid.split("::", 1)[0], 10])
+        stacks = rng.randint(5, 30)
+        paths = []
+        for _ in range(stacks):
+            node, path = rng.randrange(3000), []
+            while node >= 0 and len(path) < 40:
+                path.append(node)
+                node = parent[node]
+            paths.append([*pytest_frames, own, *reversed(path)])
+        tests[nodeid] = [
+            [path, n, n * profile.cpu_s / stacks / 3]
+            for path, n in zip(paths, (rng.randint(1, 5) for _ in paths), strict=True)
+        ]
+    recorder = StackRecorder(scope=None)  # type: ignore[arg-type]  # merged into only
+    recorder.merge_payload({"frames": frames, "tests": tests})
+    return recorder
 
 
 def synthetic_session(root: Path, count: int, seed: int = 26) -> SessionProfile:
@@ -193,7 +229,7 @@ def main() -> None:
         session = synthetic_session(root, args.tests)
         page = root / "report.html"
         written = time.perf_counter()
-        html_report.write_html(session, page, str(root))
+        html_report.write_html(session, page, str(root), stacks=synthetic_stacks(session))
         write_s = time.perf_counter() - written
         print(f"session built in {written - started:.1f} s, page written in {write_s:.2f} s")
         rows.append((f"{args.tests} tests (synthetic)", write_s, measure(page, args.runs)))
