@@ -338,18 +338,7 @@ def test_a_gpu_lost_mid_test_stops_gpu_sampling_with_a_note(fake) -> None:
 
 # -- the session set-up ------------------------------------------------------------------------
 def profiler_with(gpu: str, tmp_path: Path) -> Profiler:
-    options = ProfileOptions(
-        enabled=True,
-        interval_s=0.01,
-        clock="cpu",
-        include=(),
-        exclude=(),
-        json_path=None,
-        top=None,
-        memory="no",
-        memory_threshold=10485767,
-        gpu=gpu,
-    )
+    options = ProfileOptions(enabled=True, memory="no", gpu=gpu)
     return Profiler(options, str(tmp_path))
 
 

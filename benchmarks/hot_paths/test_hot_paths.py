@@ -54,18 +54,7 @@ def test_per_test_lifecycle():
     # it (the signal and timer checked, armed, the clocks read, the last interval charged), the
     # signal guard and blocking-call patches applied and undone. An interval no test reaches:
     # no sample lands, under valgrind either, so the count is the lifecycle's alone.
-    options = ProfileOptions(
-        enabled=True,
-        interval_s=1000.0,
-        clock="cpu",
-        include=(),
-        exclude=(),
-        json_path=None,
-        top=None,
-        memory="no",
-        memory_threshold=10_485_767,
-        gpu="no",
-    )
+    options = ProfileOptions(enabled=True, interval_s=1000.0, memory="no", gpu="no")
     profiler = Profiler(options, ROOT)
     for i in range(200):
         with profiler.profiling(f"test_x.py::test_{i}"):

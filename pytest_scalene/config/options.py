@@ -344,16 +344,17 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
 
 @dataclass(frozen=True)
 class ProfileOptions:
+    # Defaults as the command line's: a profiler made in code names only what differs.
     enabled: bool
-    interval_s: float
-    clock: str
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    json_path: Path | None
-    top: int | None
-    memory: str
-    memory_threshold: int
-    gpu: str
+    interval_s: float = DEFAULT_INTERVAL_S
+    clock: str = "cpu"
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    json_path: Path | None = None
+    top: int | None = None
+    memory: str = "auto"
+    memory_threshold: int = DEFAULT_MEMORY_THRESHOLD
+    gpu: str = "auto"
     html_path: Path | None = None
     speedscope_path: Path | None = None
     subprocesses: bool = False
