@@ -97,9 +97,11 @@ class CountedCalls:
             for done in range(self.calls):
                 if done:
                     _callgrind.toggle_collect()  # off: the teardown and the next setup
-                    after()
-                    call, after = prepare()
-                    _callgrind.toggle_collect()
+                    try:
+                        after()
+                        call, after = prepare()
+                    finally:  # on again whatever they raised: the next tests count
+                        _callgrind.toggle_collect()
                 result = call()
         finally:
             _callgrind.stop_and_dump(self.label)
@@ -120,6 +122,8 @@ class CountedCalls:
             _callgrind.stop_and_dump(label)
         after()
         total = dumped_total(self.out_dir, label)
+        # Unread (no dump found): one call, as before the calls were sized; the calls are in
+        # the counts' environment, so a baseline's and a comparison's still count alike.
         return 1 if total is None else calls_for(total)
 
     def undo(self) -> None:
