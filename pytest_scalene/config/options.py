@@ -344,8 +344,7 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
 
 @dataclass(frozen=True)
 class ProfileOptions:
-    # Defaults as the command line's: a profiler made in code names only what differs.
-    enabled: bool
+    enabled: bool  # the rest default as on the command line: code names what differs
     interval_s: float = DEFAULT_INTERVAL_S
     clock: str = "cpu"
     include: tuple[str, ...] = ()

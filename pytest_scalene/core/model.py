@@ -7,6 +7,7 @@ so a new metric needs no change here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,12 @@ PER_CALL_EXTRA = ("alloc_mb", "copy_mb")  # the `extra` figures so divided: coun
 # (instructions/benchmark_count.py), kept in the counts' environment: the noise floor per call
 # depends on it, so both sides must have counted as many.
 COUNTED_CALLS_KEY = "benchmark calls counted"
+
+
+def counted_calls(environment: Mapping[str, str]) -> int | None:
+    """The calls a benchmark test's counts were counted over (COUNTED_CALLS_KEY), else None."""
+    value = environment.get(COUNTED_CALLS_KEY, "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 @dataclass(frozen=True, order=True)

@@ -19,7 +19,7 @@ import pytest
 
 from ..config.options import GateOptions
 from ..core import runenv
-from ..core.model import COUNTED_CALLS_KEY, TestProfile
+from ..core.model import TestProfile, counted_calls
 from ..core.outputs import Outputs
 from ..core.verdict import Verdict
 from ..sampling.profiler import WARM_UP_KEY, Profiler
@@ -202,9 +202,9 @@ class Gates:
         for nodeid in nodeids:
             stored = self.baselines.get(baseline_store.module_of(nodeid))
             entry = stored.tests.get(nodeid) if stored else None
-            calls = entry.environment.get(COUNTED_CALLS_KEY, "") if entry else ""
-            if calls.isdigit() and int(calls) > 0:
-                found[nodeid] = int(calls)
+            calls = counted_calls(entry.environment) if entry else None
+            if calls is not None:
+                found[nodeid] = calls
         return found
 
     def counted_regression(self, nodeid: str, counted: baseline_store.TestEntry) -> bool:

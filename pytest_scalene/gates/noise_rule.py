@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..config.options import DEFAULT_TOLERANCE
-from ..core.model import COUNTED_CALLS_KEY, PER_CALL_EXTRA
+from ..core.model import PER_CALL_EXTRA, counted_calls
 from .metrics import METRICS
 
 MIN_CPU_FLOOR_S = 0.05
@@ -72,10 +72,10 @@ class NoiseRule:
     def counted(self, before: dict[str, str], after: dict[str, str]) -> NoiseRule:
         """For instruction counts of as many counted calls on both sides (their environments;
         counts of different calls are not compared: incomparable.py)."""
-        calls = before.get(COUNTED_CALLS_KEY)
-        if calls is None or calls != after.get(COUNTED_CALLS_KEY) or not calls.isdigit():
+        calls = counted_calls(before)
+        if calls is None or calls != counted_calls(after):
             return self
-        return replace(self, counted_calls=max(1, int(calls)))
+        return replace(self, counted_calls=calls)
 
     def tolerance_for(self, metric: str) -> float:
         if self.tolerance is not None:

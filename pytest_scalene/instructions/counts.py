@@ -24,7 +24,7 @@ import pytest
 
 from ..core.atomic_write import write_text_atomic
 from ..core.dir_lock import locked
-from ..core.model import COUNTED_CALLS_KEY, TestProfile
+from ..core.model import TestProfile, counted_calls
 from ..gates.baseline_store import TestEntry
 from ..gates.budgets import MARKER
 from ..gates.comparison import NoiseRule, compare
@@ -144,7 +144,7 @@ class InstructionCounts:
         if not suspects:
             return
         everything = dict(self.counts)
-        calls = {n: c for n in suspects if (c := counted_calls(everything[n])) is not None}
+        calls = {n: c for n in suspects if (c := _calls_of(everything[n])) is not None}
         self._count(suspects, "again, to confirm", calls)  # sets self.counts to the suspects'
         again, self.counts = self.counts, everything
         for nodeid in suspects:
@@ -190,10 +190,8 @@ def attach(profile: TestProfile, counted: runner.Counted | str) -> None:
     profile.extra[ENVIRONMENT_KEY] = dict(counted.fingerprint)
 
 
-def counted_calls(counted: runner.Counted | str) -> int | None:
-    """A benchmark test's counted calls (benchmark_count.py), None for a test counted whole."""
-    calls = counted.fingerprint.get(COUNTED_CALLS_KEY) if not isinstance(counted, str) else None
-    return int(calls) if calls is not None and calls.isdigit() else None
+def _calls_of(counted: runner.Counted | str) -> int | None:
+    return None if isinstance(counted, str) else counted_calls(counted.fingerprint)
 
 
 def entry_of(counted: runner.Counted) -> TestEntry:
