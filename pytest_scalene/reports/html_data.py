@@ -9,15 +9,14 @@ blocks are documented with it in docs/reports.md.
 from __future__ import annotations
 
 import linecache
-import os
 from typing import Any
 
-from ..core.model import SessionProfile, TestProfile
+from ..core.model import SessionProfile
 from ..core.source import source_path
-from ..gates import baseline_store
 from ..gates.baseline_entry import entry_from_profile
 from ..gates.line_matching import match_lines
 from ..sampling.stack_recorder import StackRecorder
+from .stored_baselines import Baselines
 
 # Whole files up to this many lines are embedded; a longer one (a generated module) keeps only
 # the lines near profiled ones, so one file cannot make the page megabytes larger.
@@ -51,12 +50,6 @@ def source_files(session: SessionProfile, rootdir: str) -> dict[str, list[str | 
     return out
 
 
-def _baseline_path(profile: TestProfile, rootdir: str) -> str | None:
-    found = profile.extra.get("baseline")
-    file = found.get("file") if isinstance(found, dict) else None
-    return source_path(rootdir, file) if isinstance(file, str) and file else None
-
-
 def baseline_diffs(session: SessionProfile, rootdir: str) -> dict[str, Any]:
     """Each compared test's lines paired with its stored baseline's (gates/line_matching.py, as
     the comparison pairs them), each row [file, line, function, baseline metrics or None (new),
@@ -65,21 +58,12 @@ def baseline_diffs(session: SessionProfile, rootdir: str) -> dict[str, Any]:
     {"tests": {nodeid: {metrics, commit, lines}}} for the tests with a failed gate, and
     {"suite": {tests, lines: [[file, line, function, baseline cpu_s, cpu_s]]}}: every compared
     test's CPU seconds per line added up, for the suite's differential flame graph."""
-    cache: dict[str, baseline_store.ModuleBaseline | None] = {}
+    baselines = Baselines(rootdir)
     failed: dict[str, dict[str, Any]] = {}
     suite: dict[tuple[str, int, str], list[float]] = {}
     compared = 0
     for nodeid, profile in session.tests.items():
-        path = _baseline_path(profile, rootdir)
-        if path is None:
-            continue
-        if path not in cache:
-            try:
-                cache[path] = baseline_store.read(path) if os.path.isfile(path) else None
-            except (baseline_store.BaselineError, OSError):
-                cache[path] = None
-        stored = cache[path]
-        entry = stored.tests.get(nodeid) if stored is not None else None
+        entry = baselines.entry(profile)
         if entry is None:
             continue
         compared += 1

@@ -13,7 +13,7 @@ from ..core.natural_values import is_number
 from ..core.source import source_line
 from ..core.verdict import REGRESSION, Verdict
 from ..gates.metrics import METRICS
-from .markdown_baseline import Baselines
+from .stored_baselines import Baselines
 
 AB_KEY = "ab"  # the test's A/B comparison in its profile (ab/plugin.py, docs/json-schema.md)
 MAX_SOURCE = 60  # characters of a line's source text in a table cell

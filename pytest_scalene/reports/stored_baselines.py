@@ -1,6 +1,7 @@
-"""The lines behind a test total that regressed against its stored baseline (--profile-compare),
-for the Markdown summary: the test's lines paired with the baseline's as the comparison pairs
-them (gates/line_matching.py), those whose regressed metric grew most, before and now."""
+"""The stored baseline entry each compared test was judged against (--profile-compare), read
+back for the reports: the Markdown summary's lines behind a regressed total (the test's lines
+paired with the baseline's as the comparison pairs them, gates/line_matching.py, those whose
+metric grew most) and the HTML page's per-line diffs (html_data.py)."""
 
 from __future__ import annotations
 
