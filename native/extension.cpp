@@ -38,12 +38,13 @@ ShimApi* shim() {
 // GIL held), and pymalloc's arenas (mapped without malloc). The RAW domain is not Python's:
 // PyMem_RawMalloc may be called by anyone, without the GIL, and numpy >= 2.5 allocates array
 // data there. Large objects that pymalloc passes on to the RAW domain count as Python's because
-// the flag set on entering the object domain is still set.
+// the flag set on entering the object domain is still set (small ones never reach malloc: the
+// shim's wrappers let them through unmarked, see hook_python_domain).
 struct Hook {
   PyMemAllocatorDomain domain;
-  ShimAllocator previous;
+  PyMemAllocatorEx previous;
   PyMemAllocatorEx ours;
-  bool installed;
+  bool installed;  // still ours, or left in place as a pass-through (uninstall_python_hooks)
 };
 Hook hooks[] = {{PYMEM_DOMAIN_MEM, {}, {}, false}, {PYMEM_DOMAIN_OBJ, {}, {}, false}};
 ShimArenaAllocator previous_arena;
@@ -54,15 +55,21 @@ int install_count = 0;
 void install_python_hooks() {
   ShimApi* api = shim();
   if (install_count++ > 0) return;
+  int slot = 0;
   for (Hook& hook : hooks) {
-    PyMemAllocatorEx current;
-    PyMem_GetAllocator(hook.domain, &current);
-    hook.previous = {current.ctx, current.malloc, current.calloc, current.realloc, current.free};
-    hook.ours = {&hook.previous, api->python_malloc, api->python_calloc, api->python_realloc,
-                 api->python_free};
+    int this_slot = slot++;
+    // A pass-through left in place still calls the slot's previous allocator: hooking over it
+    // again would make that the allocator installed over ours, a loop.
+    if (hook.installed) continue;
+    PyMem_GetAllocator(hook.domain, &hook.previous);
+    const PyMemAllocatorEx& p = hook.previous;
+    ShimAllocator ours = {p.ctx, p.malloc, p.calloc, p.realloc, p.free};
+    api->hook_python_domain(this_slot, &ours);
+    hook.ours = {ours.ctx, ours.malloc, ours.calloc, ours.realloc, ours.free};
     PyMem_SetAllocator(hook.domain, &hook.ours);
     hook.installed = true;
   }
+  if (arena_installed) return;  // a pass-through, as above
   PyObjectArenaAllocator current;
   PyObject_GetArenaAllocator(&current);
   previous_arena = {current.ctx, current.alloc, current.free};
@@ -80,13 +87,11 @@ bool uninstall_python_hooks() {
     if (!hook.installed) continue;
     PyMemAllocatorEx current;
     PyMem_GetAllocator(hook.domain, &current);
-    if (current.ctx != &hook.previous || current.malloc != hook.ours.malloc) {
+    if (current.ctx != hook.ours.ctx || current.malloc != hook.ours.malloc) {
       all = false;
       continue;
     }
-    PyMemAllocatorEx previous = {hook.previous.ctx, hook.previous.malloc, hook.previous.calloc,
-                                 hook.previous.realloc, hook.previous.free};
-    PyMem_SetAllocator(hook.domain, &previous);
+    PyMem_SetAllocator(hook.domain, &hook.previous);
     hook.installed = false;
   }
   if (arena_installed) {

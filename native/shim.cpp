@@ -556,36 +556,79 @@ int api_leak_freed(int32_t id) {
   return g_freed_flags[id].load(relaxed);
 }
 
+// Python's allocator domains (hook_python_domain): the allocator each had, and the largest
+// request it serves without reaching malloc. pymalloc serves requests of up to 512 bytes from its
+// arenas (counted, as Python's, by the arena wrappers below), so marking them is wasted work on
+// Python's most frequent call: those pass straight through. The limit is found by a probe, not
+// assumed: with PYTHONMALLOC=malloc or the debug hooks (which add a header) small requests reach
+// malloc, and every request is marked (limit 0). pymalloc's own bookkeeping (its arena table)
+// then counts as native: a few KB.
+constexpr int kPythonDomains = 2;
+constexpr size_t kPymallocSmall = 512;
+ShimAllocator g_python_prev[kPythonDomains];
+size_t g_python_small[kPythonDomains];
+
+template <int D>
 void* python_malloc(void* ctx, size_t size) {
-  auto* prev = static_cast<ShimAllocator*>(ctx);
+  const ShimAllocator& prev = g_python_prev[D];
+  if (size - 1 < g_python_small[D]) return prev.malloc(ctx, size);  // 0 reaches malloc
   int outer = tls.python;
   tls.python = 1;
-  void* p = prev->malloc(prev->ctx, size);
+  void* p = prev.malloc(ctx, size);
   tls.python = outer;
   return p;
 }
 
+template <int D>
 void* python_calloc(void* ctx, size_t nelem, size_t elsize) {
-  auto* prev = static_cast<ShimAllocator*>(ctx);
+  const ShimAllocator& prev = g_python_prev[D];
+  if (elsize != 0 && nelem != 0 && nelem <= g_python_small[D] / elsize) {
+    return prev.calloc(ctx, nelem, elsize);
+  }
   int outer = tls.python;
   tls.python = 1;
-  void* p = prev->calloc(prev->ctx, nelem, elsize);
+  void* p = prev.calloc(ctx, nelem, elsize);
   tls.python = outer;
   return p;
 }
 
+// Always marked: pymalloc hands a block it did not allocate (a large one) to realloc whatever
+// the new size.
+template <int D>
 void* python_realloc(void* ctx, void* ptr, size_t size) {
-  auto* prev = static_cast<ShimAllocator*>(ctx);
+  const ShimAllocator& prev = g_python_prev[D];
   int outer = tls.python;
   tls.python = 1;
-  void* p = prev->realloc(prev->ctx, ptr, size);
+  void* p = prev.realloc(ctx, ptr, size);
   tls.python = outer;
   return p;
 }
 
-void python_free(void* ctx, void* ptr) {
-  auto* prev = static_cast<ShimAllocator*>(ctx);
-  prev->free(prev->ctx, ptr);
+// Whether a request of kPymallocSmall bytes through slot D's allocator reaches malloc: counted
+// as Python's by this thread alone (no other thread is inside a wrapper yet).
+template <int D>
+bool small_requests_reach_malloc() {
+  const ShimAllocator& prev = g_python_prev[D];
+  int64_t before = g.python.load(relaxed);
+  void* p = python_malloc<D>(prev.ctx, kPymallocSmall);
+  bool reached = g.python.load(relaxed) != before;
+  prev.free(prev.ctx, p);
+  return reached;
+}
+
+template <int D>
+void hook_domain(ShimAllocator* allocator) {
+  g_python_prev[D] = *allocator;
+  g_python_small[D] = 0;
+  g_python_small[D] = small_requests_reach_malloc<D>() ? 0 : kPymallocSmall;
+  allocator->malloc = python_malloc<D>;
+  allocator->calloc = python_calloc<D>;
+  allocator->realloc = python_realloc<D>;
+}
+
+void api_hook_python_domain(int slot, ShimAllocator* allocator) {
+  if (slot == 0) hook_domain<0>(allocator);
+  if (slot == 1) hook_domain<1>(allocator);
 }
 
 // Memory an allocator gets without malloc (Python's object arenas come from mmap): counted here,
@@ -612,8 +655,8 @@ void python_arena_free(void* ctx, void* ptr, size_t size) {
 ShimApi g_api = {
     PYTEST_SCALENE_SHIM_ABI, api_arm,        api_disarm,     api_armed,
     api_take_samples,        api_release_samples, api_footprint, api_peak,
-    api_leak_freed,          api_dropped,    python_malloc,  python_calloc,
-    python_realloc,          python_free,    python_arena_alloc, python_arena_free,
+    api_leak_freed,          api_dropped,    api_hook_python_domain, python_arena_alloc,
+    python_arena_free,
     api_set_capture,
 };
 

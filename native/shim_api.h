@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PYTEST_SCALENE_SHIM_ABI 4
+#define PYTEST_SCALENE_SHIM_ABI 5
 #define SHIM_WHERE_DEPTH 24
 
 extern "C" {
@@ -73,12 +73,11 @@ struct ShimApi {
   // Leak tracking: ids come in samples; freed(id) tells whether that allocation was freed.
   int (*leak_freed)(int32_t id);
   int64_t (*dropped)(void);  // samples lost because the sample buffer could not grow
-  // Allocator wrappers that mark the bytes as Python's: install with ctx = a ShimAllocator*
-  // holding the previous allocator (its ctx and functions), which they call.
-  void* (*python_malloc)(void* ctx, size_t size);
-  void* (*python_calloc)(void* ctx, size_t nelem, size_t elsize);
-  void* (*python_realloc)(void* ctx, void* ptr, size_t size);
-  void (*python_free)(void* ctx, void* ptr);
+  // Python's allocator domains, one slot each (0 and 1; the extension uses PYMEM_DOMAIN_MEM and
+  // PYMEM_DOMAIN_OBJ): keeps *allocator as the slot's previous allocator and rewrites it into
+  // the one to install, whose malloc, calloc and realloc mark the bytes that reach malloc
+  // through them as Python's. Its ctx and free stay the previous ones' (free marks nothing).
+  void (*hook_python_domain)(int slot, ShimAllocator* allocator);
   // Arena allocator wrappers (ctx = a ShimArenaAllocator* holding the previous one): memory
   // that never reaches malloc, counted in the footprint as Python's.
   void* (*python_arena_alloc)(void* ctx, size_t size);
