@@ -58,3 +58,56 @@ def test_signals_stay_out_of_the_test(pytester: pytest.Pytester, clock: str) -> 
     test = json.loads(out.read_text())["tests"]["test_sig.py::test_own_sigxcpu_handler"]
     line = line_at(test, path, "# ALLOCATE")  # and memory was still profiled throughout
     assert line["alloc_mb"] >= 180, line
+
+
+TAKEN_SUITE = r"""
+import signal
+
+MB = 1 << 20
+calls = []
+
+
+def test_leaves_its_handler_on_the_profilers_signal():
+    for signum in range(signal.SIGRTMIN, signal.SIGRTMAX + 1):
+        if callable(signal.getsignal(signum)):  # the memory sampler's, kept between tests
+            signal.signal(signum, lambda s, f: calls.append(s))
+
+
+def test_next():
+    kept = [bytearray(MB) for _ in range(200)]  # NEXT
+    assert len(kept) == 200
+    assert calls == [], f"{len(calls)} memory samples reached the first test's handler"
+"""
+
+AT_EXIT = r"""
+import atexit, json, os, signal
+
+
+def _dispositions():
+    found = {}
+    for signum in range(signal.SIGRTMIN, signal.SIGRTMAX + 1):
+        handler = signal.getsignal(signum)
+        if handler != signal.SIG_DFL:
+            found[signum] = getattr(handler, "__name__", repr(handler))
+    with open(os.environ["DISPOSITIONS"], "w") as out:
+        json.dump(found, out)
+
+
+atexit.register(_dispositions)
+"""
+
+
+def test_the_signal_is_kept_for_the_session_and_taken_again_when_a_test_takes_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dispositions = pytester.path / "dispositions.json"
+    monkeypatch.setenv("DISPOSITIONS", str(dispositions))
+    pytester.makeconftest(AT_EXIT)
+    path = pytester.makepyfile(test_taken=TAKEN_SUITE)
+    out = pytester.path / "profile.json"
+    result = pytester.runpytest_subprocess("--profile", f"--profile-json={out}", *QUICK)
+    result.assert_outcomes(passed=2)
+    test = json.loads(out.read_text())["tests"]["test_taken.py::test_next"]
+    assert line_at(test, path, "# NEXT")["alloc_mb"] >= 180  # a free signal was taken again
+    # After the session: the first test's handler where it left it, every other one as it was.
+    assert list(json.loads(dispositions.read_text()).values()) == ["<lambda>"]

@@ -45,8 +45,9 @@ from .scope import CodeScope
 from .threads import current_frames
 from .timers import _free_realtime_signal, _getsignal, _signal
 
-# Samples are signalled with a free real-time signal, chosen per test: a test's own handler
-# for any usual signal never receives them. SIGXCPU where there are none.
+# Samples are signalled with a free real-time signal, taken for the session (again when a test
+# took it): a test's own handler for any usual signal never receives them. SIGXCPU where there
+# are none.
 SIGNAL = signal.SIGXCPU
 _siginterrupt = signal.siginterrupt
 MB = float(1 << 20)
@@ -103,7 +104,8 @@ class MemorySampler:
         self._hooked = True
 
     def close(self) -> None:
-        """Unhook Python's allocators (at the end of the session)."""
+        """Give the signal back and unhook Python's allocators (at the end of the session)."""
+        self._give_signal_back()
         if self._hooked:
             self._hooked = False
             if not self.native.uninstall_python_hooks():
@@ -127,22 +129,15 @@ class MemorySampler:
     def start_test(self, profile: TestProfile) -> None:
         if self.native.armed():
             raise RuntimeError("the allocator shim is already armed (pytest run inside pytest?)")
-        signum = _free_realtime_signal()
-        if signum is None:  # no real-time signals here: SIGXCPU, when nobody holds it
-            if _getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
-                raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
-            signum = SIGNAL
+        if not self._holds_signal():
+            self._take_signal()
         self._reset()
-        self.signum = signum
-        self._previous_handler = _signal(signum, self._on_signal)
-        # SA_RESTART: a sample must not make a blocking C call fail with EINTR.
-        _siginterrupt(signum, False)
         self._dropped = self.native.dropped()
         self._start_footprint = self.native.footprint()
         self._next_leak_step = self._start_footprint + self.leak_step
         self._resident.start()
         self._start_ns = time.monotonic_ns()
-        self.native.arm(self.threshold, self.track_step, self.copy_step, signum)
+        self.native.arm(self.threshold, self.track_step, self.copy_step, self.signum)
         self._active = True
 
     def stop_test(self, profile: TestProfile) -> None:
@@ -155,11 +150,32 @@ class MemorySampler:
             self._drain(_getframe(1))
             self._finish(profile, elapsed_s)
         finally:
-            if _getsignal(self.signum) == self._on_signal:
-                _signal(self.signum, self._previous_handler)
             dropped = self.native.dropped() - self._dropped
             if dropped:
                 self.note(f"{dropped} memory samples were lost (out of memory for the buffer)")
+
+    # The signal is taken at the first test and kept to the end of the session (choosing a free
+    # one and setting it up was five system calls a test); a test that set its own handler on it
+    # has it back as it left it, and the next test takes a free one again.
+    def _holds_signal(self) -> bool:
+        return self._previous_handler is not None and _getsignal(self.signum) == self._on_signal
+
+    def _take_signal(self) -> None:
+        signum = _free_realtime_signal()
+        if signum is None:  # no real-time signals here: SIGXCPU, when nobody holds it
+            if _getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+                raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
+            signum = SIGNAL
+        self.signum = signum
+        previous = _signal(signum, self._on_signal)
+        self._previous_handler = signal.SIG_DFL if previous is None else previous
+        # SA_RESTART: a sample must not make a blocking C call fail with EINTR.
+        _siginterrupt(signum, False)
+
+    def _give_signal_back(self) -> None:
+        if self._holds_signal():
+            _signal(self.signum, self._previous_handler)
+        self._previous_handler = None
 
     def on_cpu_sample(
         self, profile: TestProfile, frame: FrameType | None, key: LineKey | None, cpu_s: float

@@ -9,6 +9,20 @@ import resource
 MAXRSS_SLACK_PAGES = 16
 
 
+# Bumped in each fork() child: a descriptor of /proc/self opened before the fork names the
+# parent's files (os.getpid() at every read was two system calls a test).
+_forks = 0
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
+
+
 def _maxrss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -22,7 +36,7 @@ class Resident:
     def __init__(self) -> None:
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._files: dict[str, int] = {}  # /proc/self/<name> -> its descriptor, kept open
-        self._pid = 0
+        self._forks = -1
         self._base: int | None = None
         self._last = 0
         self._peak = 0
@@ -33,8 +47,8 @@ class Resident:
         """The descriptor of /proc/self/`name`, opened once (a test's start and end read and
         write these files: opening them each time was 30 us a test of the per-test cost);
         a fork child opens its own, since /proc/self resolved to its parent's."""
-        if self._pid != os.getpid():
-            self._files, self._pid = {}, os.getpid()
+        if self._forks != _forks:
+            self._files, self._forks = {}, _forks
         found = self._files.get(name)
         if found is None:
             found = self._files[name] = os.open(f"/proc/self/{name}", flags | os.O_CLOEXEC)
