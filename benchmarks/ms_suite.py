@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_RATIO, TARGET_MS = 1.10, 0.5
+TARGET_RATIO = {"cpu_only": 1.05, "full": 1.10}  # the suite's CPU time over plain's
+TARGET_MS = 0.5
 MODES = {
     "plain": [],
     "cpu_only": ["--profile", "--profile-memory=no", "--profile-gpu=no"],
@@ -180,7 +181,7 @@ def render(results: dict) -> str:
     counted = results.get("instructions")
     for mode, label in (("cpu_only", "CPU only"), ("full", "full (CPU + memory + copy)")):
         s = results["summary"][mode]
-        ok = s["suite_ratio"] <= TARGET_RATIO and s["ms_per_test"] <= TARGET_MS
+        ok = s["suite_ratio"] <= TARGET_RATIO[mode] and s["ms_per_test"] <= TARGET_MS
         by_count = ""
         if counted:
             c = counted[mode]
@@ -233,7 +234,8 @@ def render(results: dict) -> str:
             "the per-test ratio and cost leave it out (an empty session of the same command is "
             "subtracted); the last column is that start-up's extra CPU.",
             "",
-            f"Targets: <= {TARGET_RATIO:.2f}x for the suite and <= {TARGET_MS} ms per test.",
+            f"Targets: the suite <= {TARGET_RATIO['cpu_only']:.2f}x CPU only and "
+            f"<= {TARGET_RATIO['full']:.2f}x full, <= {TARGET_MS} ms per test.",
             "",
             head,
             rule,
@@ -243,18 +245,19 @@ def render(results: dict) -> str:
             "Where the time goes (2026-11-26, this VM). CPU only: the profiled test's "
             "lifecycle (the sampler's signal and timer checked, armed and given back, the "
             "process and thread clocks read at both ends, the signal guard and the "
-            "blocking-call patches applied and undone) is 178 k instructions and about 20 "
-            "system calls a test (the hot path `test_per_test_lifecycle`; 267 k before the "
-            "second 2026-11-26 round); the rest is pytest's calls of the plugin's hooks and "
-            "the cyclic collector walking the objects each test's profile keeps. Full mode "
-            "adds the memory collector's start and stop (the shim armed and drained, a free "
-            "real-time signal chosen and given back, the resident set's high-water mark reset "
-            "and read, the test's figures written), which cost 0.05 ms a test here: the same "
-            "rounds with those two steps removed ran 1.10x instead of 1.16x; and about as much "
-            "in the shim's interposition of the test's own malloc, free and memcpy calls "
-            "([benchmarks-alloc-path.md](benchmarks-alloc-path.md)). Python's allocator "
-            "hooks, called on every object allocation, cost nothing measurable (1.206x "
-            "without them, 1.212x with, in the same rounds). Cut in that round: JUnit "
+            "blocking-call patches applied and undone) is 178 k instructions and about 18 "
+            "system calls a test (the hot path `test_per_test_lifecycle`); the rest is "
+            "pytest's calls of the plugin's hooks and the cyclic collector walking the "
+            "objects each test's profile keeps. Full mode adds, counted under callgrind over "
+            "200 tests (the main process, before -> after the third 2026-11-26 round): "
+            "Python's allocator hooks, which marked every object allocation as Python's "
+            "(58 M -> 16 M instructions: requests pymalloc serves from its arenas now pass "
+            "through unmarked, and free is not wrapped); memcpy and memmove counted for the "
+            "copy volume (17.5 M); rewriting the loaded libraries' tables at start-up (14.4 M, "
+            "once); and the memory collector's start and stop (the shim armed and drained, "
+            "the resident set's high-water mark reset and read, the test's figures written: "
+            "18 M, 11 us a test in-process, 14 us before its real-time signal was kept for "
+            "the session; 12 system calls a test -> 5). Cut in earlier rounds: JUnit "
             "properties written only with `--junitxml` (15 us a test), no budget parsing "
             "without a marker, one sampler, timer and signal guard per session, the last "
             "partial interval no longer looked up in pytest's frames (12 us), the peak RSS "
