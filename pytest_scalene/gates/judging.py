@@ -45,6 +45,18 @@ CLEARED_KEY = pytest.StashKey[str]()  # a CPU suspect that warm re-runs cleared,
 NO_BUDGET = Budget()  # a test without perf_budget markers
 
 
+def counts_moved(
+    first: baseline_store.TestEntry, second: baseline_store.TestEntry, rule: NoiseRule
+) -> bool:
+    """Two instruction counts of one test differ, either way, by what `rule` calls a
+    regression (its total, or one function's)."""
+    return any(
+        f.failed
+        for before, after in ((first, second), (second, first))
+        for f in compare(before, after, rule, ONLY_INSTRUCTIONS).findings
+    )
+
+
 class Gates:
     def __init__(
         self, config: pytest.Config, profiler: Profiler, options: GateOptions, outputs: Outputs
@@ -207,15 +219,17 @@ class Gates:
                 found[nodeid] = calls
         return found
 
-    def counted_regression(self, nodeid: str, counted: baseline_store.TestEntry) -> bool:
-        """Whether a test's instruction counts would fail against its stored baseline (the
-        counting session counts such a test once more before it is judged)."""
+    def counted_moved(self, nodeid: str, counted: baseline_store.TestEntry) -> bool:
+        """Whether a test's instruction counts differ from its stored baseline, either way, by
+        what the counts' rule calls a regression: the counting session counts such a test once
+        more before it is judged. Both ways, so that a count that depends on timing is found
+        whichever way it moved this time (a count that came out lower was judged, and the same
+        test was "not judged" in the next run)."""
         stored = self.baselines.get(baseline_store.module_of(nodeid))
         entry = stored.tests.get(nodeid) if stored else None
         if entry is None or "instructions" not in entry.metrics:
             return False
-        found = compare(entry, counted, self.counts_rule(), ONLY_INSTRUCTIONS).findings
-        return any(f.failed for f in found)
+        return counts_moved(entry, counted, self.counts_rule())
 
     def _comparison(
         self, profile: TestProfile, budget: Budget
