@@ -4,6 +4,7 @@
 # representative subset of the tests (the everyday suite in every mode, options and ini keys,
 # budgets, baselines, the terminal report, memory budgets through the shim, leaks, memory
 # accuracy (on 3.12/3.13 pip picks numpy 2.5, which allocates array data through the RAW domain),
+# Python's share under pymalloc and PYTHONMALLOC=malloc (the shim probes which one serves it),
 # the line memory is charged to (the frame walk differs per version), instruction counts (on
 # 3.12+ they also name the Python function that grew, recursion counted once), the code map's
 # recorder (a frame-evaluation hook on 3.10/3.11, sys.monitoring on 3.12+) and test selection.
@@ -18,7 +19,7 @@ subset=(tests/test_everyday_suite.py tests/test_ini_options.py tests/test_budget
     tests/test_options.py tests/test_memory_accuracy.py tests/test_memory_attribution.py
     tests/test_instructions.py tests/test_instruction_attribution.py
     tests/test_code_seen.py tests/test_selection.py tests/test_thread_clocks.py
-    tests/test_ab_robustness.py)
+    tests/test_ab_robustness.py tests/test_python_share.py)
 root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
 status=0
 for version in "${@:-3.10 3.12 3.13}"; do
