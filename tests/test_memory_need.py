@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from shim_support import needs_shim, outside_xdist
 
+from pytest_scalene.core import runenv
 from pytest_scalene.gates.memory_need import paths_need_memory, text_needs_memory
 
 REPORT_SHIM = """
@@ -47,9 +49,9 @@ def test_only_test_files_and_conftests_are_read(tmp_path: Path) -> None:
     assert paths_need_memory([tmp_path], ["test_*.py"])
 
 
-def _shim_in_plain_run(directory: Path, marker: str) -> str:
+def _shim_in_plain_run(directory: Path, marker: str, *options: str) -> str:
     (directory / "test_shim.py").write_text(REPORT_SHIM.format(marker=marker))
-    command = [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider"]
+    command = [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider", *options]
     done = subprocess.run(
         command, cwd=directory, env=outside_xdist(), capture_output=True, text=True
     )
@@ -62,3 +64,18 @@ def test_plain_pytest_preloads_only_for_memory_budgets(tmp_path: Path) -> None:
     assert _shim_in_plain_run(tmp_path, "@pytest.mark.perf_budget(peak_mb=100)") == "SHIM True"
     assert _shim_in_plain_run(tmp_path, "@pytest.mark.perf_budget(cpu_s=5)") == "SHIM False"
     assert _shim_in_plain_run(tmp_path, "") == "SHIM False"
+
+
+def test_every_option_that_profiles_every_test_wants_memory() -> None:
+    # One list decides both (they were two, and disagreed: memory was missing under
+    # --profile-history-compare and --profile-compare-ref, "the shim is not preloaded").
+    for name in runenv.PROFILE_EVERY_TEST + runenv.MEMORY_GATES:
+        assert runenv.profiling_requested(argparse.Namespace(**{name: True})), name
+    assert not runenv.profiling_requested(argparse.Namespace(profile_json="x.json"))
+
+
+@needs_shim
+def test_the_history_gate_profiles_memory(tmp_path: Path) -> None:
+    store = f"--profile-history={tmp_path / 'history.sqlite'}"
+    shim = _shim_in_plain_run(tmp_path, "", store, "--profile-history-compare")
+    assert shim == "SHIM True"

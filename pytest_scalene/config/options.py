@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ..core import runenv
 from ..core.natural_values import BudgetError, parse_duration, parse_fraction, parse_size
 from . import ini_options
 from .history_options import add_history_options
@@ -362,14 +363,7 @@ class ProfileOptions:
     def from_config(cls, config: pytest.Config) -> ProfileOptions:
         opt = config.getoption
         return cls(
-            # Baselines need every test profiled, not only the budgeted ones.
-            enabled=bool(
-                opt("--profile")
-                or opt("--profile-save-baseline")
-                or opt("--profile-compare")
-                or opt("--profile-history-compare")
-                or opt("--profile-compare-ref")
-            ),
+            enabled=any(opt(name) for name in runenv.PROFILE_EVERY_TEST),
             interval_s=opt("--profile-interval"),
             clock=opt("--profile-clock"),
             include=tuple(opt("--profile-include")),

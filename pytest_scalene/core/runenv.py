@@ -21,13 +21,17 @@ ORIGINAL_PREFIX = "PYTEST_SCALENE_ORIG_"  # the user's value, put back by restor
 PRELOAD_VARS = ("LD_PRELOAD",)
 SHIM_NAME = "libpytest_scalene_shim.so"
 # Options that profile tests, so that memory is preloaded for them (--profile-memory=auto).
-PROFILING_FLAGS = (
+# The options that profile every test, not only the budgeted ones: one list, read by the
+# options (ProfileOptions.enabled) and by the early decision to install the memory shim.
+PROFILE_EVERY_TEST = (
     "profile",
     "profile_save_baseline",
     "profile_compare",
-    "profile_fail_on_leak",
-    "profile_max_copy_mb_s",
+    "profile_history_compare",
+    "profile_compare_ref",
 )
+# Gates on memory figures of the profiled tests: the shim is wanted with them too.
+MEMORY_GATES = ("profile_fail_on_leak", "profile_max_copy_mb_s")
 
 _shim_problem: str | None = None
 
@@ -52,8 +56,8 @@ def in_counting_session() -> bool:
 
 
 def profiling_requested(namespace: Any) -> bool:
-    """The command line (or ini) asks for profiles: --profile, baselines or a memory gate."""
-    return any(getattr(namespace, name, False) for name in PROFILING_FLAGS)
+    """The command line (or ini) profiles every test, or asks for a memory gate."""
+    return any(getattr(namespace, name, None) for name in PROFILE_EVERY_TEST + MEMORY_GATES)
 
 
 def shim_path() -> Path | None:

@@ -51,6 +51,8 @@ from .timers import _free_realtime_signal, _getsignal, _signal
 SIGNAL = signal.SIGXCPU
 _siginterrupt = signal.siginterrupt
 MB = float(1 << 20)
+# Each profiled line's memory figures (0 on a line that only CPU samples reached).
+LINE_FIGURES = ("peak_mb", "avg_mb", "alloc_mb", "python_alloc_fraction", "copy_mb", "copy_mb_s")
 # The shim tracks the allocation at each new high-water mark in threshold / 80 steps (128 KB by
 # default): fine enough to find a line retaining a few hundred KB per test (leaks.retained),
 # for +11% time on a test keeping 1 GB (docs/memory.md). The leak score counts one of them per
@@ -154,9 +156,8 @@ class MemorySampler:
             if dropped:
                 self.note(f"{dropped} memory samples were lost (out of memory for the buffer)")
 
-    # The signal is taken at the first test and kept to the end of the session (choosing a free
-    # one and setting it up was five system calls a test); a test that set its own handler on it
-    # has it back as it left it, and the next test takes a free one again.
+    # The signal is kept from the first test to the session's end (five system calls a test);
+    # a test that left its own handler on it keeps it, and the next test takes a free one.
     def _holds_signal(self) -> bool:
         return self._previous_handler is not None and _getsignal(self.signum) == self._on_signal
 
@@ -166,8 +167,7 @@ class MemorySampler:
             if _getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
                 raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
             signum = SIGNAL
-        self.signum = signum
-        previous = _signal(signum, self._on_signal)
+        self.signum, previous = signum, _signal(signum, self._on_signal)
         self._previous_handler = signal.SIG_DFL if previous is None else previous
         # SA_RESTART: a sample must not make a blocking C call fail with EINTR.
         _siginterrupt(signum, False)
@@ -378,16 +378,9 @@ class MemorySampler:
                 stats = profile.lines.get(key)
                 if stats is not None:
                     stats.extra["rss_mb"] = grown / MB
+        names = LINE_FIGURES + (("rss_mb",) if resident is not None else ())
         for stats in profile.lines.values():  # lines with CPU samples only: nothing sampled
-            for name in (
-                "peak_mb",
-                "avg_mb",
-                "alloc_mb",
-                "python_alloc_fraction",
-                "copy_mb",
-                "copy_mb_s",
-                *(("rss_mb",) if resident is not None else ()),
-            ):
+            for name in names:
                 stats.extra.setdefault(name, 0.0)
         grew = leaks.footprint_grew(start_fp, end_fp)
         profile.extra["retained"] = leaks.retained(end_fp - start_fp, held)
