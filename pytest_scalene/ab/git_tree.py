@@ -5,25 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-
-class GitError(Exception):
-    """A problem with the repository or the ref, worded for the user."""
-
-
-def _git(cwd: Path, *args: str) -> str:
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
-        raise GitError("git is not installed (it is needed to check out the baseline)") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git {' '.join(args)} took more than 120 s") from None
-    if done.returncode != 0:
-        raise GitError(done.stderr.strip() or f"git {' '.join(args)} failed")
-    return done.stdout.strip()
+from ..core.git import GitError
+from ..core.git import git as _git
 
 
 def repository_root(path: Path) -> Path:

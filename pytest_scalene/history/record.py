@@ -9,7 +9,6 @@ import math
 import os
 import platform
 import struct
-import subprocess
 import sys
 import time
 import uuid
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.codec import rounded
+from ..core.git import git_or_none
 from ..core.model import SessionProfile, TestProfile
 from ..core.natural_values import is_number
 from ..gates.metrics import METRICS
@@ -71,28 +71,18 @@ class RunRecord:
 
 
 # -- identity ------------------------------------------------------------------------------------
-def _git(rootdir: str, *args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=rootdir, capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def git_state(rootdir: str) -> tuple[str | None, str | None, bool | None]:
     """(commit, branch, dirty). CI checkouts are often detached: the branch then comes from the
     CI's variables (GitHub Actions, GitLab CI) when set."""
-    commit = _git(rootdir, "rev-parse", "HEAD")
+    commit = git_or_none(rootdir, "rev-parse", "HEAD")
     if commit is None:
         return None, None, None
-    branch = _git(rootdir, "rev-parse", "--abbrev-ref", "HEAD")
+    branch = git_or_none(rootdir, "rev-parse", "--abbrev-ref", "HEAD")
     if branch in (None, "HEAD"):
         env = os.environ
         branch = env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME")
         branch = branch or env.get("CI_COMMIT_REF_NAME") or None
-    status = _git(rootdir, "status", "--porcelain", "--untracked-files=no")
+    status = git_or_none(rootdir, "status", "--porcelain", "--untracked-files=no")
     return commit, branch, None if status is None else bool(status)
 
 
