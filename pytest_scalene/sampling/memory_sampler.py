@@ -1,16 +1,15 @@
-"""Memory, leak and copy-volume profiling through the preloaded allocator shim (native/shim.cpp).
+"""Memory, leak and copy-volume profiling through the allocator shim (native/shim.cpp).
 
-The footprint is the live bytes of malloc & co. (their usable size) plus the arenas Python's
-object allocator maps for small objects; Python's share is what comes through Python's
-allocator (its arenas, its object and mem domains; not the raw one). While a test runs, the shim
-records a sample when the footprint has moved by the threshold since the last one, when it
-passes the next leak high-water step, and each time a thread has copied 2 x threshold bytes
-with memcpy, memmove and their variants. At that moment, in the sampling thread, it records the
-thread's Python stack (code objects and lines); it then raises a free real-time signal (with
-SA_RESTART), and this handler drains the buffer at the main thread's next bytecode boundary,
-charging each sample to the innermost profiled frame of its own stack (a sample without a
-usable stack: to where its thread, or the main thread, is when drained). The buffer between
-them loses nothing; it is drained again at the end.
+The footprint is the live bytes of malloc & co. (their usable size) plus the arenas Python's object
+allocator maps for small objects; Python's share is what comes through Python's allocator (its
+arenas, its object and mem domains; not the raw one). While a test runs, the shim records a sample
+when the footprint has moved by the threshold since the last one, when it passes the next leak
+high-water step, and each time a thread has copied 2 x threshold bytes with memcpy, memmove and
+their variants. At that moment, in the sampling thread, it records the thread's Python stack (code
+objects and lines); it then raises a free real-time signal (with SA_RESTART), and this handler
+drains the buffer at the main thread's next bytecode boundary, charging each sample to the
+innermost profiled frame of its own stack (without a usable stack: to where its thread, or the main
+thread, is when drained); the buffer loses nothing, and is drained again at the end.
 
 Per line (JSON keys): peak_mb and avg_mb (footprint above the test's start at the line's
 samples), alloc_mb (net growth at its grow samples), python_alloc_fraction (Python's share of
@@ -378,10 +377,11 @@ class MemorySampler:
                 stats = profile.lines.get(key)
                 if stats is not None:
                     stats.extra["rss_mb"] = grown / MB
-        names = LINE_FIGURES + (("rss_mb",) if resident is not None else ())
         for stats in profile.lines.values():  # lines with CPU samples only: nothing sampled
-            for name in names:
+            for name in LINE_FIGURES:
                 stats.extra.setdefault(name, 0.0)
+            if resident is not None:
+                stats.extra.setdefault("rss_mb", 0.0)
         grew = leaks.footprint_grew(start_fp, end_fp)
         profile.extra["retained"] = leaks.retained(end_fp - start_fp, held)
         suspects = leaks.report(evidence, grew, elapsed_s, leaks.retained_at(profile.extra))
