@@ -1,8 +1,8 @@
 """A/B figures per function, inclusive and self (pytest_scalene/ab/): the sampler charges each
 sample to every distinct function of the tree on the thread's stack (inclusive) beside the
 innermost one (self); the report shows the inclusive ratio first, the one timeit would show,
-while the function rule still judges self shares. Fake frames and synthetic runs: fast and
-deterministic."""
+while the function rule still judges self shares (the inclusive ratio only vetoes). Fake frames
+and synthetic runs: fast and deterministic."""
 
 from __future__ import annotations
 
@@ -144,8 +144,9 @@ def test_a_failing_function_shows_its_inclusive_ratio_first_and_labels_both(tmp_
 
 
 def test_the_function_rule_still_judges_self_shares_alone():
-    """The inclusive figures are shown, never judged: the rule's states, ratios and z are the
-    same with them or without (its false-failure rate was measured on self shares)."""
+    """The inclusive figures only veto a failure (the next test): where the inclusive ratio is
+    above the threshold too, the rule's states, ratios and z are the same with them or
+    without (its false-failure rate was measured on self shares)."""
     for ratios in ([1.1] * 10, [1.0] * 20, [0.95] * 40):
         without = outcome_of(list(ratios), inclusive=False)
         with_them = outcome_of(list(ratios))
@@ -181,5 +182,31 @@ def test_the_pairs_pool_each_sides_inclusive_figures(monkeypatch):
     currents = [FakeWorker("current") for _ in range(workers.WORKERS_PER_SIDE)]
     outcome = pairs.compare_test("test_a.py::test_x", None, bases, currents)  # type: ignore[arg-type]
     assert outcome.verdict == "fail" and len(outcome.current_inclusive) == len(outcome.ratios)
+    assert outcome.workers == workers.WORKERS_PER_SIDE  # the function rule's units of error
     slowed = next(f for f in outcome.functions if f.function == "slowed")
     assert slowed.inclusive_ratio == pytest.approx(1.5) and slowed.ratio == pytest.approx(2.0)
+
+
+def test_a_function_whose_own_lines_grew_but_not_its_inclusive_time_has_moved():
+    # Its own share grows 1.5x, clearly (every run alike), while the callee's falls as much: as
+    # timeit would read the function (callees included), it did not change.
+    def sides(own: float) -> tuple[list, list]:
+        self_runs = [{("m.py", "caller"): (own, 100), ("m.py", "callee"): (1.0 - own, 100)}] * 20
+        inclusive = [{("m.py", "caller"): (1.0, 200), ("m.py", "callee"): (1.0 - own, 100)}] * 20
+        return self_runs, inclusive
+
+    (base, base_inclusive), (current, current_inclusive) = sides(0.2), sides(0.3)
+    judged = {
+        f.function: f
+        for f in verdict.judge_functions(
+            [1.0] * 20, base, current, baseline_inclusive=base_inclusive,
+            current_inclusive=current_inclusive,
+        )
+    }  # fmt: skip
+    caller = judged["caller"]
+    assert caller.ratio == pytest.approx(1.5) and caller.z > verdict.FUNCTION_Z
+    assert caller.inclusive_ratio == pytest.approx(1.0)
+    assert caller.state == "moved"
+    # Without inclusive figures (an older worker) the self rule alone decides, as before.
+    alone = {f.function: f for f in verdict.judge_functions([1.0] * 20, base, current)}
+    assert alone["caller"].state == "fail"

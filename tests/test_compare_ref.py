@@ -206,6 +206,24 @@ def test_time_that_moved_between_functions_is_no_slowdown():
     assert judged["slowed"].state == "fail"
 
 
+def test_one_worker_apart_is_no_slowdown_every_worker_is():
+    """A process can differ from the other workers of its side as a whole: on cattrs'
+    benchmarks one worker of three read 20% apart in every pair it ran, and a function's share
+    there failed an unchanged test (z 4.2 over runs). The error counts each worker's runs as one
+    unit too: one worker apart is unsure; the same growth in every worker fails."""
+    rng = random.Random(7)
+    base = moved_runs(rng, 40, 0.20)
+    odd = [moved_runs(rng, 1, 0.32 if n % 3 == 2 else 0.20)[0] for n in range(40)]
+    ratios = [rng.gauss(1.0, 0.01) for _ in range(40)]
+    by_runs = {f.function: f for f in verdict.judge_functions(ratios, base, odd)}
+    assert by_runs["slowed"].ratio > 1.10 and by_runs["slowed"].state == "fail"  # runs alone
+    judged = {f.function: f for f in verdict.judge_functions(ratios, base, odd, workers=3)}
+    assert judged["slowed"].state == "unsure", judged["slowed"]
+    everywhere = moved_runs(rng, 40, 0.24)
+    judged = {f.function: f for f in verdict.judge_functions(ratios, base, everywhere, workers=3)}
+    assert judged["slowed"].ratio > 1.10 and judged["slowed"].state == "fail"
+
+
 run_sizes = st.lists(
     st.tuples(st.floats(0.01, 1.0), st.floats(0.01, 1.0), st.integers(0, 10_000)),
     min_size=2,

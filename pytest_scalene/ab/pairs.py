@@ -44,6 +44,7 @@ class Outcome:
     test_verdict: str | None = None  # the test-time rule's verdict alone
     function_lines: dict[tuple[str, str], verdict.LineGrowth | None] = field(default_factory=dict)
     first_ratio: float | None = None  # a slower first reading, confirmed (or not) by this one
+    workers: int = 1  # per side: run i ran in worker i % workers (the function rule's clusters)
 
 
 def _runs_ok(replies: Sequence[dict[str, Any]], sides: Sequence[str]) -> str:
@@ -75,6 +76,7 @@ def decide(outcome: Outcome) -> str | None:
         outcome.current_runs,
         baseline_inclusive=outcome.baseline_inclusive,
         current_inclusive=outcome.current_inclusive,
+        workers=outcome.workers,
     )
     states = {f.state for f in outcome.functions}
     if outcome.test_verdict == "fail" or "fail" in states:
@@ -127,7 +129,7 @@ def compare_test(
 ) -> Outcome:
     """Pairs of runs of `nodeid` until the rule decides, pair n in the n-th worker of each side
     (round robin). WorkerError propagates."""
-    outcome = Outcome(nodeid)
+    outcome = Outcome(nodeid, workers=min(len(bases), len(currents)))
     everyone = [*bases, *currents]
     # Every run on one CPU, the same for both sides, warm-ups included, and that CPU kept busy
     # from pair to pair: when pairs moved to a CPU that had been idle, the run that came first
