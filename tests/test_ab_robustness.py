@@ -213,6 +213,43 @@ def test_a_slower_first_reading_is_confirmed_in_fresh_workers_and_the_second_dec
     assert outcome.first_ratio == 1.5
 
 
+def _functions(*grew: str) -> list[verdict.FunctionVerdict]:
+    """A reading's function verdicts: each named function's share grew clearly (z 6) while
+    its ratio stayed under the threshold; "other" did not grow."""
+    clear = [verdict.FunctionVerdict("m.py", f, 1.05, 1.2, 6.0, 0.1, 0.12, (90, 99), "pass")
+             for f in grew]  # fmt: skip
+    return [
+        *clear,
+        verdict.FunctionVerdict("m.py", "other", 1.0, 1.0, 0.0, 0.5, 0.5, (9, 9), "pass"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("second_grew", "decides"),
+    [(("suspected",), "fail"), ((), "pass"), (("other_function",), "pass")],
+)
+def test_a_suspect_pass_fails_only_where_the_second_reading_bears_the_function_out(
+    monkeypatch, second_grew, decides
+):
+    """A pass in which a function's share clearly grew is measured again in fresh workers. Its
+    second reading failing on the test's time alone is that reading's noise (cattrs: 0.67x,
+    then 1.19x, no function's share grown): the pass stands. With the suspected function's share
+    grown again, the failure stands."""
+    first = pairs.Outcome("t.py::t", verdict="pass", ratios=[1.0] * 10)
+    first.functions = _functions("suspected")
+    second = pairs.Outcome("t.py::t", verdict="fail", ratios=[1.2] * 20)
+    second.functions = _functions(*second_grew)
+    readings = [first, second]
+    monkeypatch.setattr(pairs, "compare_test", lambda nodeid, *_: readings.pop(0))
+    side = workers.Side("baseline", None, None, tests={"t.py::t": "k"})  # type: ignore[arg-type]
+    result = ab_session.Result()
+    ab_session._compare_all(
+        ["t.py::t"], side, side, fake_workers(), result, no_progress, fake_workers
+    )
+    assert not readings  # measured twice
+    assert result.outcomes["t.py::t"].verdict == decides
+
+
 def _reading(readings: dict[str, list[list[float]]], nodeid: str) -> pairs.Outcome:
     ratios = readings[nodeid].pop(0)
     found = pairs.Outcome(nodeid, ratios=ratios)

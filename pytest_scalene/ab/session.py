@@ -199,7 +199,8 @@ def _compare_all(
     # share clearly grew but its ratio stayed under the limit: a process can also run the same
     # code faster (a 1.2x function read 1.04x when all of the current side's code ran 12%
     # faster). The tests to confirm are measured after all the others, in one fresh set of
-    # workers, and that reading decides.
+    # workers, and that reading decides; for a suspect pass, only where a suspected function's
+    # share clearly grew again (verdict.confirms).
     firsts = {nodeid: result.outcomes[nodeid] for nodeid in again}
     try:
         workers = restart()
@@ -209,8 +210,18 @@ def _compare_all(
         return
     _measure(again, workers, result)
     for nodeid, first in firsts.items():
-        if result.outcomes[nodeid].verdict is not None:
-            result.outcomes[nodeid].first_ratio = verdict.median_ratio(first.ratios)
+        second = result.outcomes[nodeid]
+        if second.verdict is None:
+            continue
+        suspected = verdict.suspects(first.functions) if first.verdict == "pass" else set()
+        if (
+            suspected
+            and second.verdict == "fail"
+            and not verdict.confirms(second.functions, suspected)
+        ):
+            result.outcomes[nodeid] = first  # the pass stands: not borne out
+            continue
+        second.first_ratio = verdict.median_ratio(first.ratios)
 
 
 def _measure(

@@ -287,8 +287,27 @@ def judge_functions(
     return sorted(found, key=lambda f: (order[f.state], -f.ratio, f.file, f.function))
 
 
+def suspects(functions: Sequence[FunctionVerdict]) -> set[tuple[str, str]]:
+    """In a passing reading, the functions whose share clearly grew (z above FUNCTION_Z) while
+    their ratio stayed at or under FUNCTION_FAIL_ABOVE: the side's process as a whole may have
+    read fast; session.py measures such a test again in fresh workers."""
+    return {
+        (f.file, f.function)
+        for f in functions
+        if f.state == "pass" and f.z > FUNCTION_Z and f.ratio > 1.0
+    }
+
+
 def suspect(functions: Sequence[FunctionVerdict]) -> bool:
-    """A passing reading where a function's share clearly grew (z above FUNCTION_Z) while its
-    ratio stayed at or under FUNCTION_FAIL_ABOVE: the side's process as a whole may have read
-    fast; session.py measures such a test again in fresh workers, and that reading decides."""
-    return any(f.state == "pass" and f.z > FUNCTION_Z and f.ratio > 1.0 for f in functions)
+    return bool(suspects(functions))
+
+
+def confirms(again: Sequence[FunctionVerdict], suspected: set[tuple[str, str]]) -> bool:
+    """Whether a failing reading in fresh workers bears out a suspect pass: a suspected
+    function's share clearly grew again. A failure without it is the noise of the second
+    reading alone (on cattrs' benchmarks a reading of 0.67x, then one of 1.19x in which no
+    function's share grew)."""
+    return any(
+        (f.file, f.function) in suspected and f.z > FUNCTION_Z and f.share_ratio > 1.0
+        for f in again
+    )
