@@ -619,7 +619,7 @@ bool small_requests_reach_malloc() {
 template <int D>
 void hook_domain(ShimAllocator* allocator) {
   g_python_prev[D] = *allocator;
-  g_python_small[D] = 0;
+  g_python_small[D] = 0;  // the probe's request is marked, so that it shows if it reached malloc
   g_python_small[D] = small_requests_reach_malloc<D>() ? 0 : kPymallocSmall;
   allocator->malloc = python_malloc<D>;
   allocator->calloc = python_calloc<D>;
