@@ -3,6 +3,7 @@ temporary file where `git add baselines/` would pick it up; the next save remove
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scalene.core.atomic_write import SCRATCH_FOLDER
+from pytest_scalene.core.atomic_write import SCRATCH_FOLDER, scratch_folder
 from pytest_scalene.gates import baseline_store as store
 from pytest_scalene.gates.baseline_store import LineEntry, TestEntry
 
@@ -69,3 +70,18 @@ def test_a_killed_save_leaves_nothing_for_git_add(tmp_path: Path) -> None:
     store.save(baselines, {"tests/test_big.py::test_0": entry}, 0.01, "cpu", 1)
     assert not (baselines / SCRATCH_FOLDER).exists()  # a save that ends removes the folder
     assert _untracked(repo) == ["baselines/tests/test_big.py.json"]
+
+
+def test_the_scratch_folders_gitignore_appears_whole_or_not_at_all(tmp_path, monkeypatch):
+    # A save killed between creating the .gitignore and writing it left an empty one, which
+    # ignores nothing: `git add baselines/` staged it (1 run in ~10 of the test above).
+    def killed(fd: int, data: bytes) -> int:
+        raise KeyboardInterrupt  # the process dies here, its file created, nothing written
+
+    monkeypatch.setattr(os, "write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        scratch_folder(tmp_path)
+    assert not (tmp_path / SCRATCH_FOLDER / ".gitignore").exists()
+    monkeypatch.undo()
+    folder = scratch_folder(tmp_path)
+    assert (folder / ".gitignore").read_text().startswith("*\n")

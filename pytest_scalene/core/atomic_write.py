@@ -50,8 +50,32 @@ def scratch_folder(directory: str | os.PathLike[str]) -> Path:
     ignore = folder / ".gitignore"
     if not ignore.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        ignore.write_text("# pytest-scalene's temporary files: never committed\n*\n")
+        _write_whole(ignore, b"*\n# pytest-scalene's temporary files: never committed\n")
     return folder
+
+
+def _write_whole(path: Path, content: bytes) -> None:
+    """`path` appears with its content or not at all (Linux: written unnamed, then linked into
+    place): a kill between creating a .gitignore and writing it left an empty one, which
+    ignores nothing, for `git add` to pick up."""
+    try:
+        fd = os.open(path.parent, os.O_TMPFILE | os.O_WRONLY, 0o644)
+    except (AttributeError, OSError):  # no O_TMPFILE here: written in place
+        path.write_bytes(content)
+        return
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.write(fd, content)
+        # linkat() following the descriptor's /proc link (with a directory descriptor, os.link
+        # calls linkat with AT_SYMLINK_FOLLOW; without one, link(), which does not follow it)
+        os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=parent)
+    except FileExistsError:  # another save linked its own first
+        pass
+    except OSError:  # no /proc: written in place
+        path.write_bytes(content)
+    finally:
+        os.close(fd)
+        os.close(parent)
 
 
 def remove_scratch_folder(directory: str | os.PathLike[str]) -> None:
