@@ -199,7 +199,7 @@ def test_time_that_moved_between_functions_is_no_slowdown():
     judged = {f.function: f for f in verdict.judge_functions(ratios, base, current)}
     assert judged["slowed"].ratio > 5 and judged["slowed"].z > verdict.FUNCTION_Z
     assert judged["slowed"].state == "moved"
-    assert not verdict.suspect(list(judged.values()))  # not measured again for it either
+    assert not verdict.suspects(list(judged.values()))  # not measured again for it either
     # The rest's time unchanged: the function grew 17x, the test 2.93x
     grown = [rng.gauss(2.93, 0.05) for _ in range(10)]
     judged = {f.function: f for f in verdict.judge_functions(grown, base, current)}

@@ -255,6 +255,6 @@ def _measure(
                 )
             break
         result.outcomes[nodeid] = outcome
-        if outcome.verdict == "fail" or verdict.suspect(outcome.functions):
+        if outcome.verdict == "fail" or verdict.suspects(outcome.functions):
             again.append(nodeid)
     return again

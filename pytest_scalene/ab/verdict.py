@@ -298,10 +298,6 @@ def suspects(functions: Sequence[FunctionVerdict]) -> set[tuple[str, str]]:
     }
 
 
-def suspect(functions: Sequence[FunctionVerdict]) -> bool:
-    return bool(suspects(functions))
-
-
 def confirms(again: Sequence[FunctionVerdict], suspected: set[tuple[str, str]]) -> bool:
     """Whether a failing reading in fresh workers bears out a suspect pass: a suspected
     function's share clearly grew again. A failure without it is the noise of the second
