@@ -63,8 +63,9 @@ def _write_whole(path: Path, content: bytes) -> None:
     except (AttributeError, OSError):  # no O_TMPFILE here: written in place
         path.write_bytes(content)
         return
-    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    parent = -1
     try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
         os.write(fd, content)
         # linkat() following the descriptor's /proc link (with a directory descriptor, os.link
         # calls linkat with AT_SYMLINK_FOLLOW; without one, link(), which does not follow it)
@@ -75,7 +76,8 @@ def _write_whole(path: Path, content: bytes) -> None:
         path.write_bytes(content)
     finally:
         os.close(fd)
-        os.close(parent)
+        if parent >= 0:
+            os.close(parent)
 
 
 def remove_scratch_folder(directory: str | os.PathLike[str]) -> None:

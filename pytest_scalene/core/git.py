@@ -17,8 +17,9 @@ def git(cwd: Path | str, *args: str, timeout_s: float = 120.0) -> str:
         done = subprocess.run(
             ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s
         )
-    except FileNotFoundError:
-        raise GitError("git is not installed") from None
+    except FileNotFoundError as exc:  # git itself, or the folder to run it in
+        missing = "git is not installed" if exc.filename == "git" else f"{cwd} does not exist"
+        raise GitError(missing) from None
     except subprocess.TimeoutExpired:
         raise GitError(f"git {' '.join(args)} took more than {timeout_s:g} s") from None
     except OSError as exc:

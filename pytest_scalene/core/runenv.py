@@ -20,7 +20,6 @@ GUARD = "PYTEST_SCALENE_REEXEC"  # set in a process started preloaded; removed b
 ORIGINAL_PREFIX = "PYTEST_SCALENE_ORIG_"  # the user's value, put back by restore_environment
 PRELOAD_VARS = ("LD_PRELOAD",)
 SHIM_NAME = "libpytest_scalene_shim.so"
-# Options that profile tests, so that memory is preloaded for them (--profile-memory=auto).
 # The options that profile every test, not only the budgeted ones: one list, read by the
 # options (ProfileOptions.enabled) and by the early decision to install the memory shim.
 PROFILE_EVERY_TEST = (
