@@ -119,6 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
     ini_options.resolve(config, config.option)  # ini keys for what the command line left out
     options = ProfileOptions.from_config(config)
     profiler = Profiler(options, str(config.rootpath))
+    config.add_cleanup(profiler.close)  # the sampler's signal and patches are kept till then
     memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
     child_profiles.attach(profiler, config.add_cleanup)  # --profile-subprocesses
     json_checkpoint.install(config, profiler.session, options.json_path)  # crash-safe JSON

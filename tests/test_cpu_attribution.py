@@ -16,8 +16,8 @@ import pytest
 from conftest import load_module
 
 from pytest_scalene.core.model import TestProfile
-from pytest_scalene.sampling.cpu_sampler import CpuSampler, where_it_ran
-from pytest_scalene.sampling.scope import CodeScope
+from pytest_scalene.sampling.cpu_sampler import CpuSampler
+from pytest_scalene.sampling.scope import CodeScope, where_it_ran
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="RESUME is 3.11+")
 

@@ -220,3 +220,103 @@ def test_running_interval_timer_is_busy() -> None:
     finally:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         signal.signal(signal.SIGVTALRM, old)
+
+
+BETWEEN_CONFTEST = """
+import atexit, faulthandler, json, os, signal, threading, time
+from faulthandler import register as register_unwrapped  # bound before any profiled test
+
+import pytest
+
+SEEN = []
+atexit.register(lambda: _write(f"after the session {signal.getsignal(signal.SIGPROF)!r} "
+                               f"{signal.getitimer(signal.ITIMER_PROF)} {time.sleep.__module__}"))
+
+def _write(line):
+    with open(os.environ["BETWEEN_OUT"], "a") as out:
+        out.write(line + "\\n")
+
+@pytest.fixture(autouse=True)
+def observe(request):
+    _write(f"{request.node.name} setup {signal.getsignal(signal.SIGPROF)!r} "
+           f"{signal.getitimer(signal.ITIMER_PROF)}")
+    yield
+
+@pytest.fixture
+def own_handler():
+    calls = []
+    previous = signal.signal(signal.SIGPROF, lambda *a: calls.append(1))
+    _write(f"own_handler replaced {previous!r}")
+    yield calls
+    signal.signal(signal.SIGPROF, previous)
+
+@pytest.fixture
+def dump_file(tmp_path):
+    path = tmp_path / "dump.txt"
+    with open(path, "w") as out:
+        register_unwrapped(signal.SIGPROF, file=out, all_threads=False)
+        yield path
+        faulthandler.unregister(signal.SIGPROF)
+"""
+
+BETWEEN_TESTS = """
+import os, signal, time
+from conftest import _write
+
+def burn(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
+def test_a_burns():
+    burn(0.4)
+
+def test_b_own_handler(own_handler):
+    signal.setitimer(signal.ITIMER_PROF, 0.005, 0.005)
+    burn(0.1)
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    _write(f"own handler called {bool(own_handler)}")
+
+def test_c_burns_again():
+    burn(0.4)
+
+def test_d_faulthandler_bound_before(dump_file):
+    os.kill(os.getpid(), signal.SIGPROF)
+    burn(0.3)
+    dumped = dump_file.read_text()
+    _write(f"faulthandler dumped {'Current thread' in dumped or 'Stack' in dumped}")
+
+def test_e_burns_last():
+    burn(0.4)
+"""
+
+
+@pytest.mark.slow
+def test_between_tests_the_kept_signal_is_invisible_and_given_back_when_touched(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sampler keeps SIGPROF from test to test: fixtures between tests see what they would
+    see unprofiled, a fixture that takes the signal (through signal.signal, or a C-level
+    handler installed by a function bound before the session) keeps it and the next test is
+    still sampled, and after the session the signal and the patched functions are as before."""
+    pytester.makeconftest(BETWEEN_CONFTEST)
+    pytester.makepyfile(test_between=BETWEEN_TESTS)
+    observed = {}
+    for name, args in (("plain", ()), ("profiled", ("--profile", "--profile-memory=no"))):
+        out = pytester.path / f"{name}.txt"
+        monkeypatch.setenv("BETWEEN_OUT", str(out))
+        json_path = pytester.path / f"{name}.json"
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "-p", "no:randomly", *args, f"--profile-json={json_path}"
+        )
+        result.assert_outcomes(passed=5)
+        observed[name] = out.read_text().splitlines()
+    assert "own handler called True" in observed["plain"]
+    assert "faulthandler dumped True" in observed["plain"]
+    assert any(line.startswith("after the session <Handlers.SIG_DFL") for line in observed["plain"])
+    assert observed["profiled"] == observed["plain"]
+    tests = json.loads((pytester.path / "profiled.json").read_text())["tests"]
+    for name in ("test_a_burns", "test_c_burns_again", "test_e_burns_last"):
+        test = tests[f"test_between.py::{name}"]
+        cpu = test["cpu_python_s"] + test["cpu_native_s"] + test["cpu_system_s"]
+        assert 0.25 < cpu < 0.6, (name, cpu)  # sampled, the signal taken again or a spare one

@@ -56,9 +56,12 @@ def test_per_test_lifecycle():
     # no sample lands, under valgrind either, so the count is the lifecycle's alone.
     options = ProfileOptions(enabled=True, interval_s=1000.0, memory="no", gpu="no")
     profiler = Profiler(options, ROOT)
-    for i in range(200):
-        with profiler.profiling(f"test_x.py::test_{i}"):
-            pass
+    try:
+        for i in range(200):
+            with profiler.profiling(f"test_x.py::test_{i}"):
+                pass
+    finally:
+        profiler.close()
     # Profiled itself (outside valgrind), the test finds SIGPROF held: a POSIX timer stands in.
     assert len(profiler.session.tests) == 200
     assert not [note for note in profiler.session.notes if "fail" in note or "error" in note]

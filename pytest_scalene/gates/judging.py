@@ -136,13 +136,14 @@ class Gates:
         the leak confirmation."""
         if item.nodeid not in self.profiler.session.tests:
             return
-        if first_run_recorded_outcome(item):
-            return  # a unittest skip or failure: its outcome comes with the report
         repeat = self.options.repeat
+        confirm_cpu = self.options.compare and self.options.measure == "time"
+        if (repeat.more or confirm_cpu) and first_run_recorded_outcome(item):
+            return  # a unittest skip or failure: its outcome comes with the report
         if repeat.more:
             rerun = rerun_of(item)
             run_again(self.profiler, item.nodeid, repeat.runs - 1, rerun, repeat.seconds)
-        if self.options.compare and self.options.measure == "time":
+        if confirm_cpu:
             self._confirm_cpu_regressions(item)
         confirm_leaks(self.profiler, item)  # a suspected leak must grow again when run again
 

@@ -32,6 +32,11 @@ import pytest
 from ..core.model import LineStats, TestProfile
 from ..sampling.profiler import Profiler
 
+try:  # pytest 9+: its count of failed subtests per node
+    from _pytest.subtests import failed_subtests_key as _FAILED_SUBTESTS
+except ImportError:
+    _FAILED_SUBTESTS = None  # type: ignore[assignment]
+
 _CPU_FIELDS = ("cpu_python_s", "cpu_native_s", "cpu_system_s", "samples")
 SKIPPED = "cpu_sampling_skipped"
 CPU_RUNS_KEY = "cpu_runs"  # TestProfile.extra: the CPU seconds of each timed run
@@ -100,11 +105,7 @@ class SubtestFailed(AssertionError):
 
 def _failed_subtests(config: pytest.Config) -> dict[Any, int] | None:
     """pytest's count of failed subtests per node (pytest 9+), which fails a passed test."""
-    try:
-        from _pytest.subtests import failed_subtests_key
-    except ImportError:
-        return None
-    return config.stash.get(failed_subtests_key, None)
+    return None if _FAILED_SUBTESTS is None else config.stash.get(_FAILED_SUBTESTS, None)
 
 
 @contextmanager

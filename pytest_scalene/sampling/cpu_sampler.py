@@ -14,10 +14,8 @@ of that interval (getrusage). The rest is split into Python and native:
 - other threads: `dis` on their current instruction: on a CALL means native, otherwise Python.
 - CPU time of threads Python does not know (BLAS and OpenMP pools) or that ended during the
   interval is the process's CPU time minus the threads' sum: native, charged to the main thread.
-Where: each thread's innermost profiled line, except at a function's entry. On 3.11+ a function
-starts with RESUME, which runs pending signal handlers (and GIL hand-offs) with the frame's line
-on its `def`; the interval was spent before the call, so it goes to the calling line (the first
-body line when no profiled code called it): a `def` line is never charged.
+Where: each thread's innermost profiled line, or at a function's entry its caller's
+(scope.where_it_ran).
 The handler's own CPU time is excluded: the main thread's clock is read again when it returns.
 The handler never nests: while it waits for the GIL, the next signal may already be pending.
 """
@@ -26,7 +24,6 @@ from __future__ import annotations
 
 import _signal
 import contextlib
-import dis
 import resource
 import signal
 import threading
@@ -35,14 +32,21 @@ from collections.abc import Callable, Sequence
 # Bound now: a test may delete time.perf_counter (and each look-up costs, per test).
 from time import CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID, perf_counter
 from time import clock_gettime as _clock_gettime
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Protocol
 
 from ..core.model import LineKey, TestProfile
 from .call_sites import on_call
-from .scope import CodeScope
+from .scope import CodeScope, where_it_ran
 from .threads import current_frames, thread_cpu
-from .timers import IntervalTimer, SamplingTimer, choose
+from .timers import (
+    IntervalTimer,
+    SamplingTimer,
+    choose,
+    keeping_c_handler,
+    os_handler,
+    python_trampoline,
+)
 from .timers import _getsignal as _real_getsignal
 from .timers import _signal as _real_signal
 
@@ -55,58 +59,6 @@ CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_RE
 # late whenever the machine is busy. Half an interval clears both at the default 10 ms interval;
 # native calls shorter than that count as Python (documented in docs/cpu.md).
 PROMPT_FRACTION = 0.5
-
-
-_RESUME = dis.opmap.get("RESUME")  # 3.11+
-_entry_cache: dict[tuple[CodeType, int], bool] = {}
-_body_line_cache: dict[CodeType, int] = {}
-
-
-def at_entry(frame: FrameType) -> bool:
-    """`frame` sits on its function's entry RESUME (oparg 0 in its low bits; 1-3 resume after a
-    yield or an await, on the line of the yield): its line reads as the `def` line."""
-    key = (frame.f_code, frame.f_lasti)
-    found = _entry_cache.get(key)
-    if found is None:
-        code, lasti = frame.f_code.co_code, frame.f_lasti
-        found = (
-            _RESUME is not None
-            and 0 <= lasti < len(code) - 1
-            and code[lasti] == _RESUME
-            and code[lasti + 1] & 3 == 0
-        )
-        if len(_entry_cache) > 100_000:
-            _entry_cache.clear()
-        _entry_cache[key] = found
-    return found
-
-
-def first_body_line(code: CodeType) -> int:
-    """The first line after the `def` (and decorators) that has instructions."""
-    line = _body_line_cache.get(code)
-    if line is None:
-        lines = [n for _s, _e, n in code.co_lines() if n is not None and n > code.co_firstlineno]
-        line = min(lines, default=code.co_firstlineno)
-        if len(_body_line_cache) > 100_000:
-            _body_line_cache.clear()
-        _body_line_cache[code] = line
-    return line
-
-
-def where_it_ran(scope: CodeScope, frame: FrameType | None) -> tuple[LineKey, int] | None:
-    """The profiled line that ran: the innermost one, or at a function's entry its caller's
-    (module doc)."""
-    found = scope.profiled_frame(frame)
-    if found is None:
-        return None
-    inner, _name = found
-    if not at_entry(inner):
-        return scope.locate(inner)
-    caller = scope.locate(inner.f_back)
-    if caller is not None:
-        return caller
-    code = inner.f_code
-    return scope.locate_code(code, first_body_line(code))
 
 
 class SampleListener(Protocol):
@@ -150,25 +102,21 @@ class CpuSampler:
         self._sampling_timer: SamplingTimer | None = None
         self.fallback_reason: str | None = None  # why the usual signal was not used
         self._holds_signal = False
+        self._kernel_handler: int | None = None  # the kernel's handler when it was taken
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, profile: TestProfile) -> None:
         """Start sampling into `profile`. When the usual signal or timer is taken, a POSIX timer
-        on a free real-time signal is used (sampling_timers); SignalBusy when neither works."""
-        try:
-            timer, self.fallback_reason = choose(self.clock, self._usual_timer)
-        except RuntimeError as exc:
-            raise SignalBusy(str(exc)) from None
-        self._sampling_timer = timer
-        self.signum = timer.signum
+        on a free real-time signal is used (sampling_timers); SignalBusy when neither works.
+        The usual signal, once taken, is kept from test to test (five system calls and 10 us a
+        test): only its timer is armed and disarmed."""
+        if not self._still_held():
+            self._take_signal()
+        timer = self._sampling_timer
+        assert timer is not None
         self._prompt_s = PROMPT_FRACTION * self.interval_s
         self._was_prompt = True
         self._profile = profile
-        self._previous_handler = _real_signal(self.signum, self._on_signal)
-        # Python installs handlers without SA_RESTART: a tick would make a blocking C call
-        # (read() on a pipe) fail with EINTR where it does not unprofiled.
-        _siginterrupt(self.signum, False)
-        self._holds_signal = True
         try:
             timer.arm(self.interval_s)
         except OSError as exc:
@@ -176,6 +124,61 @@ class CpuSampler:
             self._release()
             raise SignalBusy(f"the sampler's timer failed: {exc}") from None
         self._reset_clocks()
+
+    def _take_signal(self) -> None:
+        try:
+            timer, self.fallback_reason = choose(self.clock, self._usual_timer)
+        except RuntimeError as exc:
+            raise SignalBusy(str(exc)) from None
+        self._sampling_timer = timer
+        self.signum = timer.signum
+        self._previous_handler = _real_signal(self.signum, self._on_signal)
+        # Python installs handlers without SA_RESTART: a tick would make a blocking C call
+        # (read() on a pipe) fail with EINTR where it does not unprofiled.
+        _siginterrupt(self.signum, False)
+        self._holds_signal = True
+        self._kernel_handler = python_trampoline(self.signum)
+
+    def _still_held(self) -> bool:
+        """The usual signal is still the sampler's from the last test: its handler in Python's
+        table and in the kernel's, and no one else's timer running on it. Code that bypassed
+        the signal guard (a function bound before the session, a C library) may have changed
+        any of the three; then the signal is theirs, and the next test looks for a free one."""
+        if not self._holds_signal or self._sampling_timer is not self._usual_timer:
+            return False
+        if _real_getsignal(self.signum) != self._on_signal:
+            self._holds_signal = False  # their Python handler: nothing to give back
+        elif os_handler(self.signum) != self._kernel_handler:
+            # A C-level handler over ours: Python's table goes back to what was there before
+            # (what getsignal shows unprofiled), the kernel keeps theirs.
+            with keeping_c_handler(self.signum):
+                self._give_signal_back()
+        elif self._usual_timer.running():
+            self._give_signal_back()  # their timer, which unprofiled reaches what was before
+        else:
+            return True
+        self._holds_signal = False
+        self._sampling_timer = None
+        return False
+
+    def holds(self, signum: int) -> bool:
+        """Whether `signum` is the sampler's, in a test or kept between tests."""
+        return self._holds_signal and signum == self.signum
+
+    @property
+    def held_itimer(self) -> int | None:
+        """The setitimer timer of the signal kept (None: a POSIX timer, or none kept)."""
+        timer = self._sampling_timer
+        return timer.itimer if timer is not None and self._holds_signal else None
+
+    def give_back(self) -> None:
+        """Between tests: code is about to use the sampler's signal or timer (signal_guard), or
+        the session ends. The signal goes back to what held it before."""
+        if self._profile is None:
+            self._release()
+
+    def close(self) -> None:
+        self.give_back()
 
     @property
     def itimer(self) -> int | None:
@@ -199,11 +202,8 @@ class CpuSampler:
         if self._profile is None:
             return
         if threading.current_thread() is threading.main_thread():
-            try:
+            with contextlib.suppress(Exception):  # giving the signal back matters more
                 self.stop(frame)
-                return
-            except Exception:  # giving the signal back matters more than the last interval
-                pass
         self._profile = None
         self._release()
 
@@ -217,23 +217,26 @@ class CpuSampler:
         self._give_signal_back()
 
     def stop(self, frame: FrameType | None = None) -> None:
-        """Stop the timer and give back the signal; the partial last interval is charged to
-        the test, and to the line of `frame` where one is given (step_aside: the test's own
-        call). Without one, the test's code has returned: what runs now is pytest's, and
-        looking for a profiled line above it cost 12 us a test to find none."""
+        """Stop the timer; the partial last interval is charged to the test, and to the line of
+        `frame` where one is given (step_aside: the test's own call). Without one, the test's
+        code has returned: what runs now is pytest's, and looking for a profiled line above it
+        cost 12 us a test to find none. The usual signal is kept for the next test; a POSIX
+        timer's is given back."""
         if self._profile is None:
             self._release()  # after an error, step_aside from another thread, or abandon()
             return
-        if self._sampling_timer is not None:
-            self._sampling_timer.disarm()
+        timer = self._sampling_timer
+        if timer is not None:
+            timer.disarm()
         self._in_handler = True  # a tick already pending must not sample a second time
         try:
             self._sample(frame, final=True)
         finally:
             self._in_handler = False
             self._profile = None
-            self._release()
             self._thread_clock.clear()
+            if timer is not self._usual_timer:
+                self._release()
 
     def _release(self) -> None:
         timer, self._sampling_timer = self._sampling_timer, None
@@ -269,7 +272,7 @@ class CpuSampler:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, perf_counter()
         self._timer_clock = self._timer_now()
-        self._until_expiry = self._expiry()
+        self._until_expiry = self.interval_s  # just armed: asking the timer costs a system call
         self._thread_clock = {
             ident: cpu for ident in current_frames() if (cpu := thread_cpu(ident)) is not None
         }

@@ -44,6 +44,14 @@ class Profiler:
         self._guard: SignalGuard | None = None
         self._current: TestProfile | None = None  # the test the guard speaks for
 
+    def close(self) -> None:
+        """The end of the session: the sampler's signal given back, the patches undone."""
+        if self._guard is not None:
+            self._guard.undo()
+        self._patches.undo()
+        if self._sampler is not None:
+            self._sampler.close()
+
     def wants(self, item: Any) -> bool:
         """Whether a test is profiled: --profile (or a gate that needs profiles) unless the
         code map shows it unchanged, or a perf_budget marker on the test."""
@@ -110,6 +118,7 @@ class Profiler:
                 self.note(f"CPU sampling: {sampler.fallback_reason}")
             guard = self._guard
             self._current = profile
+        # Both stay in from the first test to close(): between tests they pass calls through.
         self._patches.apply()
         if guard is not None:
             guard.apply()
@@ -121,9 +130,7 @@ class Profiler:
             # Every step runs even when one before it fails: a collector left running would
             # leave the shim armed for the rest of the session.
             steps: list[tuple[str, Callable[[], object]]] = []
-            if guard is not None:
-                steps.append(("the signal guard", guard.undo))
-            steps.append(("the blocking-call patches", self._patches.undo))
+            steps.append(("the blocking-call patches", self._patches.pause))
             if sampler is not None:
                 steps.append(("CPU sampler", sampler.stop))
             for collector in reversed(started):

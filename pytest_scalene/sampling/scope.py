@@ -1,9 +1,16 @@
 """Which code is "profiled": the project under test and its tests, not the stdlib,
 site-packages, pytest or this plugin. Decisions are cached per filename: the samplers ask on
-every sample."""
+every sample.
+
+And the line a sample lands on (where_it_ran): each thread's innermost profiled line, except
+at a function's entry. On 3.11+ a function starts with RESUME, which runs pending signal
+handlers (and GIL hand-offs) with the frame's line on its `def`; the interval was spent before
+the call, so it goes to the calling line (the first body line when no profiled code called
+it): a `def` line is never charged."""
 
 from __future__ import annotations
 
+import dis
 import os
 import sys
 import sysconfig
@@ -103,3 +110,56 @@ class CodeScope:
 
 def _function_name(code: CodeType) -> str:
     return getattr(code, "co_qualname", code.co_name)
+
+
+# -- the line a sample lands on ------------------------------------------------------------
+_RESUME = dis.opmap.get("RESUME")  # 3.11+
+_entry_cache: dict[tuple[CodeType, int], bool] = {}
+_body_line_cache: dict[CodeType, int] = {}
+
+
+def at_entry(frame: FrameType) -> bool:
+    """`frame` sits on its function's entry RESUME (oparg 0 in its low bits; 1-3 resume after a
+    yield or an await, on the line of the yield): its line reads as the `def` line."""
+    key = (frame.f_code, frame.f_lasti)
+    found = _entry_cache.get(key)
+    if found is None:
+        code, lasti = frame.f_code.co_code, frame.f_lasti
+        found = (
+            _RESUME is not None
+            and 0 <= lasti < len(code) - 1
+            and code[lasti] == _RESUME
+            and code[lasti + 1] & 3 == 0
+        )
+        if len(_entry_cache) > 100_000:
+            _entry_cache.clear()
+        _entry_cache[key] = found
+    return found
+
+
+def first_body_line(code: CodeType) -> int:
+    """The first line after the `def` (and decorators) that has instructions."""
+    line = _body_line_cache.get(code)
+    if line is None:
+        lines = [n for _s, _e, n in code.co_lines() if n is not None and n > code.co_firstlineno]
+        line = min(lines, default=code.co_firstlineno)
+        if len(_body_line_cache) > 100_000:
+            _body_line_cache.clear()
+        _body_line_cache[code] = line
+    return line
+
+
+def where_it_ran(scope: CodeScope, frame: FrameType | None) -> tuple[LineKey, int] | None:
+    """The profiled line that ran: the innermost one, or at a function's entry its caller's
+    (module doc)."""
+    found = scope.profiled_frame(frame)
+    if found is None:
+        return None
+    inner, _name = found
+    if not at_entry(inner):
+        return scope.locate(inner)
+    caller = scope.locate(inner.f_back)
+    if caller is not None:
+        return caller
+    code = inner.f_code
+    return scope.locate_code(code, first_body_line(code))

@@ -21,6 +21,8 @@ import ctypes
 import ctypes.util
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 _signal = _c_signal.signal
@@ -100,6 +102,31 @@ def os_handler(signum: int) -> int | None:
     return _SIGACTION.handler or 0
 
 
+_trampoline: int | None = None  # Python's C-level handler, the same for every signal
+
+
+def python_trampoline(signum: int) -> int | None:
+    """The C function through which Python runs its handlers, read off `signum` right after
+    a Python handler was installed on it."""
+    global _trampoline
+    if _trampoline is None:
+        _trampoline = os_handler(signum)
+    return _trampoline
+
+
+@contextmanager
+def keeping_c_handler(signum: int) -> Iterator[None]:
+    """Whatever Python sets on `signum` in the block, the kernel keeps the action it had."""
+    saved = _Sigaction()
+    if _libc is None or _libc.sigaction(signum, None, ctypes.byref(saved)) != 0:
+        yield
+        return
+    try:
+        yield
+    finally:
+        _libc.sigaction(signum, ctypes.byref(saved), None)
+
+
 def signal_in_use(signum: int) -> str | None:
     """Why `signum` is not free for the sampler, or None when it is."""
     python = _getsignal(signum)
@@ -108,7 +135,9 @@ def signal_in_use(signum: int) -> str | None:
     if python not in (signal.SIG_DFL, signal.SIG_IGN):
         return f"{signal_name(signum)} has a handler ({getattr(python, '__qualname__', python)})"
     native = os_handler(signum)
-    if native not in (None, 0, 1):
+    # Python's own C handler under SIG_DFL in its table runs nothing (a C library put it
+    # back after keeping_c_handler): the signal is free.
+    if native not in (None, 0, 1, _trampoline):
         return f"{signal_name(signum)} has a C-level handler (e.g. faulthandler.register)"
     return None
 
@@ -132,13 +161,19 @@ class IntervalTimer:
         self.itimer: int | None = itimer
         self.signum = signum
         self.description = signal_name(signum)
-        self._interval = 0.0
+        self._interval = 0.0  # as the kernel rounded it
+        self._requested = 0.0
         self._armed = False
 
     def arm(self, interval_s: float) -> None:
         _setitimer(self.itimer, interval_s, interval_s)  # type: ignore[arg-type]
-        self._interval = _getitimer(self.itimer)[1]  # type: ignore[arg-type]
+        if interval_s != self._requested:  # the same request rounds the same way
+            self._requested = interval_s
+            self._interval = _getitimer(self.itimer)[1]  # type: ignore[arg-type]
         self._armed = True
+
+    def running(self) -> bool:
+        return _getitimer(self.itimer) != (0.0, 0.0)  # type: ignore[arg-type]
 
     def disarm(self) -> None:
         if not self._armed:  # the sampler's stop and its release both disarm
@@ -157,7 +192,7 @@ class IntervalTimer:
 
     def busy(self) -> str | None:
         taken = signal_in_use(self.signum)
-        if taken is None and _getitimer(self.itimer) != (0.0, 0.0):  # type: ignore[arg-type]
+        if taken is None and self.running():
             taken = f"its interval timer is running ({self.description})"
         return taken
 
