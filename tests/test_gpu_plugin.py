@@ -63,7 +63,10 @@ def test_figures_land_on_their_lines_in_the_json(gpu_suite, run_profiled, pytest
     for line in lines_at(test, path, "kernels running"):
         assert (line["gpu_peak_mb"], line["gpu_util_percent"]) == (1536.0, 90.0)
     assert test["gpu_peak_mb"] == 1536.0 and test["gpu_memory_scope"] == "process"
-    assert not any("gpu" in note.lower() for note in profile["notes"])
+    # No GPU note but the one on slow reads, which a loaded machine gives (the fake's reads
+    # are Python calls: 99 us each once, with valgrind running beside it).
+    notes = [note for note in profile["notes"] if "NVML reads are slow here" not in note]
+    assert not any("gpu" in note.lower() for note in notes)
     # the terminal summary ranks the tests by GPU memory
     result.stdout.fnmatch_lines(
         ["Top tests by GPU memory:", "*1536 MB*test_workload.py::test_phases"]
