@@ -125,3 +125,22 @@ def test_no_module_is_over_about_400_lines():
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines (split them by what they own): {long}"
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A helper another module needs is public: an underscored import ties the two modules'
+    insides together where no reader looks for it (the extension modules excepted)."""
+    known = modules()
+    found = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (
+                node.level or (node.module or "").startswith(NAME)
+            ):
+                continue
+            private = [
+                a.name for a in node.names if a.name.startswith("_") and a.name not in EXTENSIONS
+            ]
+            if private:
+                found.append(f"{name}: from {'.' * node.level}{node.module or ''} import {private}")
+    assert not found, found

@@ -20,9 +20,9 @@ from pytest_scalene.config.options import (
     _non_negative_float,
     _output_file,
     _positive_float,
-    _positive_int,
     _repeat,
     _size_bytes,
+    positive_int,
 )
 
 # Texts that look like numbers (in every spelling Python accepts or nearly accepts) and others.
@@ -72,7 +72,7 @@ def test_natural_values_are_finite_or_refused_quoting_the_text(text):
 
 @given(any_text)
 def test_positive_int(text):
-    value = _value_or_error(_positive_int, text)
+    value = _value_or_error(positive_int, text)
     if isinstance(value, Exception):
         return
     assert isinstance(value, int) and value >= 1
@@ -87,7 +87,7 @@ def test_every_positive_finite_float_is_accepted_exactly(number):
 
 @given(st.integers(min_value=1, max_value=10**100))
 def test_every_whole_number_from_one_is_accepted(number):
-    assert _positive_int(str(number)) == number
+    assert positive_int(str(number)) == number
 
 
 @given(st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=20))
@@ -150,4 +150,4 @@ def test_repeat_is_runs_or_a_positive_duration(text):
     if text.strip().endswith("s"):
         assert value.runs == 1 and 0 < value.seconds < float("inf")
     else:
-        assert value == Repeat(runs=_positive_int(text))
+        assert value == Repeat(runs=positive_int(text))

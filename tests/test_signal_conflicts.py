@@ -166,7 +166,7 @@ def _burn(seconds: float) -> None:
 
 
 def test_posix_cpu_timer_fires_on_cpu_time() -> None:
-    signum = sampling_timers._free_realtime_signal()
+    signum = sampling_timers.free_realtime_signal()
     if signum is None or sampling_timers._libc is None:
         pytest.skip("no free real-time signal or no timer_create here")
     ticks: list[int] = []

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import git_tree, pairs, verdict
-from .worker_sampler import _SKIP_PARTS
+from .worker_sampler import NOT_PROJECT_PARTS
 from .workers import (
     STARTUP_TIMEOUT_S,
     WORKERS_PER_SIDE,
@@ -68,7 +68,7 @@ def _inside(path: str, tree: Path) -> bool:
         rel = Path(os.path.realpath(path)).relative_to(tree.resolve())
     except ValueError:
         return False
-    return not any(part in _SKIP_PARTS for part in rel.parts)
+    return not any(part in NOT_PROJECT_PARTS for part in rel.parts)
 
 
 def _defined_in(tree: Path, name: str) -> bool:
@@ -93,7 +93,8 @@ def same_code(sides: Sequence[Side]) -> list[str]:
     return problems
 
 
-def _ini_for(setup: Setup, tree: Path) -> list[str]:
+def ini_args_for(setup: Setup, tree: Path) -> list[str]:
+    """The -c argument naming the user's ini file as it lies in `tree` (a worktree)."""
     if setup.inipath is None:
         return []
     try:
@@ -111,7 +112,7 @@ def _start(sides: Sequence[Side], nodeids: Sequence[str], setup: Setup) -> list[
         files = sorted({n.split("::", 1)[0] for n in nodeids})
         files = [f for f in files if (side.rootdir / f).exists()]
         if files:
-            args = [*_ini_for(setup, side.tree), *setup.args]
+            args = [*ini_args_for(setup, side.tree), *setup.args]
             for _ in range(WORKERS_PER_SIDE):
                 started.append(WorkerProcess(side, files, nodeids, args))
     for process in started:

@@ -53,10 +53,10 @@ import pytest
 
 try:  # a module of the package (workers.py, the tests)
     from ..benchmark import fixture as stand_in
-    from .worker_sampler import LineSampler, _error, _where
+    from .worker_sampler import LineSampler, error_line, where_line
 except ImportError:  # loaded by path in a worker session, after these two (workers.py)
     import pytest_scalene_benchmark_fixture as stand_in  # type: ignore
-    from pytest_scalene_ab_worker_sampler import LineSampler, _error, _where  # type: ignore
+    from pytest_scalene_ab_worker_sampler import LineSampler, error_line, where_line  # type: ignore
 
 FDS_ENV = "PYTEST_SCALENE_AB_FDS"  # "read_fd,write_fd"
 WANTED_ENV = "PYTEST_SCALENE_AB_WANTED"  # a JSON file: the node ids to run
@@ -245,7 +245,7 @@ class Worker:
             try:
                 reply = self._serve(command, message, items)
             except Exception as exc:  # the controller raises WorkerError with this
-                reply = {"failed": f"{_error(exc)}{_where(exc.__traceback__)}"}
+                reply = {"failed": f"{error_line(exc)}{where_line(exc.__traceback__)}"}
                 reply["traceback"] = "".join(traceback.format_exception(exc))[-4000:]
             self.channel.send(reply)
 
@@ -309,9 +309,9 @@ class Worker:
                 item.ihook.pytest_runtest_call(item=item)
                 item._report_sections.clear()  # their captured output, K times per run
         except pytest.skip.Exception as exc:
-            outcome, error = "skipped", _error(exc)
+            outcome, error = "skipped", error_line(exc)
         except (Exception, pytest.fail.Exception) as exc:  # failed: reported, never judged
-            outcome, error = "failed", _error(exc)
+            outcome, error = "failed", error_line(exc)
         finally:
             run_s = time.process_time() - started
             self.sampler.stop()

@@ -29,7 +29,7 @@ SAMPLE_INTERVAL_S = 0.0005  # a POSIX timer on CLOCK_MONOTONIC: ~2000 signals pe
 FALLBACK_INTERVAL_S = 0.002  # ITIMER_PROF: the kernel fires it at most ~250 times per CPU-second
 CLOCK_MONOTONIC = 1
 _UNSEEN = object()  # a code object the sampler has not met yet
-_SKIP_PARTS = ("site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox")
+NOT_PROJECT_PARTS = ("site-packages", "dist-packages", ".venv", "venv", ".tox", ".nox")
 
 
 class _Sigevent(ctypes.Structure):  # struct sigevent (64 bytes); SIGEV_SIGNAL is 0
@@ -166,7 +166,7 @@ class LineSampler:
             name = None
             if not filename.startswith("<") and real.startswith(self.tree):  # not "<string>"
                 rel = real[len(self.tree) :]
-                if not any(part in _SKIP_PARTS for part in rel.split(os.sep)):
+                if not any(part in NOT_PROJECT_PARTS for part in rel.split(os.sep)):
                     name = rel.replace(os.sep, "/")
             self._names[filename] = name
         return self._names[filename]
@@ -197,7 +197,7 @@ class LineSampler:
             self._sample_threads(frame if frame is not None else sys._getframe(1))
         except Exception as exc:
             if not self.error:
-                self.error = _error(exc) + _where(exc.__traceback__)
+                self.error = error_line(exc) + where_line(exc.__traceback__)
         finally:
             self._sampling = False
 
@@ -286,12 +286,13 @@ class LineSampler:
         return found
 
 
-def _error(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
     text = f"{type(exc).__name__}: {exc}".strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-def _where(tb: Any, frames: int = 3) -> str:
+def where_line(tb: Any, frames: int = 3) -> str:
     """The last frames of a traceback on one line, innermost first."""
     found = traceback.extract_tb(tb)[-frames:]
     shown = " <- ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in found[::-1])

@@ -89,7 +89,7 @@ def _fraction(text: str) -> float:
 def _size_bytes(text: str) -> int:
     """Bytes, or a size such as '10 MB'."""
     try:
-        return _positive_int(text)
+        return positive_int(text)
     except argparse.ArgumentTypeError as plain:
         try:
             value = int(parse_size(text, "size") * 2**20)
@@ -116,7 +116,7 @@ def _copy_rate(text: str) -> float:
         return value
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -144,7 +144,7 @@ class Repeat:
 
 def _repeat(text: str) -> Repeat:
     if not text.strip().endswith("s"):
-        return Repeat(runs=_positive_int(text))
+        return Repeat(runs=positive_int(text))
     try:
         seconds = float(text.strip()[:-1])
     except ValueError:
@@ -214,7 +214,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--profile-top",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="show at most N lines per test in the terminal report (the N costliest, each with"

@@ -15,7 +15,7 @@ import time
 
 from ..core.atomic_write import write_text_atomic
 from .store import HistoryStore, RunInfo
-from .trends import Trend, _fmt, describe_change, short, trends
+from .trends import Trend, describe_change, fmt_value, short, trends
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 WIDTH, HEIGHT, PAD = 640, 120, 6
@@ -95,7 +95,9 @@ def render_page(store: HistoryStore, runs: list[RunInfo], metric: str, test_filt
         present = [v for v in trend.values if v is not None]
         median = statistics.median(present) if present else None
         out.append(f"<h2>{_esc(trend.nodeid)}</h2>")
-        out.append(f"<div class=meta>last {_fmt(trend.values[-1])}, median {_fmt(median)}</div>")
+        out.append(
+            f"<div class=meta>last {fmt_value(trend.values[-1])}, median {fmt_value(median)}</div>"
+        )
         out.append(chart(trend))
         if trend.changes:
             items = "".join(f"<li>{_esc(describe_change(trend, c))}</li>" for c in trend.changes)

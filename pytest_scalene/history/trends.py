@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config.options import _positive_int
+from ..config.options import positive_int
 from ..reports.sparkline import sparkline
 from .changepoints import ChangePoint, ChangePointsUnavailable, detect
 from .record import LINE_METRICS, TEST_METRICS
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", help="the history store: a path, sqlite:///PATH or postgresql://...")
     parser.add_argument(
         "--last",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_LAST,
         help=f"the last N runs (default {DEFAULT_LAST})",
     )
@@ -90,7 +90,8 @@ def trend_sparkline(values: Sequence[float | None], width: int) -> str:
     )
 
 
-def _fmt(value: float | None) -> str:
+def fmt_value(value: float | None) -> str:
+    """A figure in four significant digits, "-" where there is none."""
     return "-" if value is None else f"{value:.4g}"
 
 
@@ -98,8 +99,8 @@ def describe_change(trend: Trend, change: ChangePoint) -> str:
     arrow = "▲" if change.after > change.before else "▼"
     return (
         f"{arrow} {(change.ratio - 1) * 100:+.0f}% from {trend.commit_at(change.index)} "
-        f"(run {trend.points[change.index].run.id}: {_fmt(change.before)} -> "
-        f"{_fmt(change.after)})"
+        f"(run {trend.points[change.index].run.id}: {fmt_value(change.before)} -> "
+        f"{fmt_value(change.after)})"
     )
 
 
@@ -117,8 +118,8 @@ def render(
         present = [v for v in trend.values if v is not None]
         median = statistics.median(present) if present else None
         out.append(
-            f"{trend_sparkline(trend.values, width)}  last {_fmt(trend.values[-1])} "
-            f"median {_fmt(median)}  {trend.nodeid}"
+            f"{trend_sparkline(trend.values, width)}  last {fmt_value(trend.values[-1])} "
+            f"median {fmt_value(median)}  {trend.nodeid}"
         )
         out += [f"    {describe_change(trend, c)}" for c in trend.changes]
         if lines:
@@ -140,6 +141,6 @@ def _line_trends(store: HistoryStore, nodeid: str, runs: list[RunInfo], width: i
         rows.append((latest, f"{file}:{line} {function}", values))
     rows.sort(key=lambda r: -r[0])
     return [
-        f"    {trend_sparkline(values, width)}  {_fmt(latest)} s  {where}"
+        f"    {trend_sparkline(values, width)}  {fmt_value(latest)} s  {where}"
         for latest, where, values in rows[:LINES_PER_TEST]
     ]

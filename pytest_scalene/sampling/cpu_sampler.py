@@ -46,9 +46,9 @@ from .timers import (
     keeping_c_handler,
     os_handler,
     python_trampoline,
+    real_getsignal,
+    real_signal,
 )
-from .timers import _getsignal as _real_getsignal
-from .timers import _signal as _real_signal
 
 _siginterrupt = signal.siginterrupt
 
@@ -132,7 +132,7 @@ class CpuSampler:
             raise SignalBusy(str(exc)) from None
         self._sampling_timer = timer
         self.signum = timer.signum
-        self._previous_handler = _real_signal(self.signum, self._on_signal)
+        self._previous_handler = real_signal(self.signum, self._on_signal)
         # Python installs handlers without SA_RESTART: a tick would make a blocking C call
         # (read() on a pipe) fail with EINTR where it does not unprofiled.
         _siginterrupt(self.signum, False)
@@ -146,7 +146,7 @@ class CpuSampler:
         any of the three; then the signal is theirs, and the next test looks for a free one."""
         if not self._holds_signal or self._sampling_timer is not self._usual_timer:
             return False
-        if _real_getsignal(self.signum) != self._on_signal:
+        if real_getsignal(self.signum) != self._on_signal:
             self._holds_signal = False  # their Python handler: nothing to give back
         elif os_handler(self.signum) != self._kernel_handler:
             # A C-level handler over ours: Python's table goes back to what was there before
@@ -250,14 +250,14 @@ class CpuSampler:
         if not self._holds_signal or threading.current_thread() is not threading.main_thread():
             return
         self._holds_signal = False
-        if _real_getsignal(self.signum) != self._on_signal:  # the code under test set one
+        if real_getsignal(self.signum) != self._on_signal:  # the code under test set one
             return
         # A tick still pending (the signal blocked in every thread) would otherwise reach the
         # default action, which for SIGPROF, SIGALRM and real-time signals ends the process.
         with contextlib.suppress(OSError, ValueError, AttributeError):
             if self.signum in _signal.sigpending():  # ints: signal's own makes enums
                 signal.sigtimedwait([self.signum], 0)
-        _real_signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
+        real_signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
 
     def _expiry(self) -> float:
         timer = self._sampling_timer

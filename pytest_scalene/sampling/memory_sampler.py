@@ -42,7 +42,7 @@ from .cpu_sampler import CpuSampler
 from .resident import Resident
 from .scope import CodeScope
 from .threads import current_frames
-from .timers import _free_realtime_signal, _getsignal, _signal
+from .timers import free_realtime_signal, real_getsignal, real_signal
 
 # Samples are signalled with a free real-time signal, taken for the session (again when a test
 # took it): a test's own handler for any usual signal never receives them. SIGXCPU where there
@@ -158,22 +158,22 @@ class MemorySampler:
     # The signal is kept from the first test to the session's end (five system calls a test);
     # a test that left its own handler on it keeps it, and the next test takes a free one.
     def _holds_signal(self) -> bool:
-        return self._previous_handler is not None and _getsignal(self.signum) == self._on_signal
+        return self._previous_handler is not None and real_getsignal(self.signum) == self._on_signal
 
     def _take_signal(self) -> None:
-        signum = _free_realtime_signal()
+        signum = free_realtime_signal()
         if signum is None:  # no real-time signals here: SIGXCPU, when nobody holds it
-            if _getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+            if real_getsignal(SIGNAL) not in (signal.SIG_DFL, signal.SIG_IGN, None):
                 raise RuntimeError(f"{SIGNAL.name} is already in use; memory not sampled")
             signum = SIGNAL
-        self.signum, previous = signum, _signal(signum, self._on_signal)
+        self.signum, previous = signum, real_signal(signum, self._on_signal)
         self._previous_handler = signal.SIG_DFL if previous is None else previous
         # SA_RESTART: a sample must not make a blocking C call fail with EINTR.
         _siginterrupt(signum, False)
 
     def _give_signal_back(self) -> None:
         if self._holds_signal():
-            _signal(self.signum, self._previous_handler)
+            real_signal(self.signum, self._previous_handler)
         self._previous_handler = None
 
     def on_cpu_sample(

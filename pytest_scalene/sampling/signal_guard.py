@@ -35,7 +35,7 @@ from typing import Any
 
 from .cpu_sampler import CpuSampler
 from .patches import Patches
-from .timers import _getitimer, _setitimer, python_handler, signal_name
+from .timers import python_handler, real_getitimer, real_setitimer, signal_name
 
 # The Python functions, with their enum conversions, for the code under test; the samplers
 # use the C ones (timers.py).
@@ -91,15 +91,15 @@ class SignalGuard:
     def _setitimer(self, which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
         if self._our_timer(which):
             if seconds == 0:  # cancels a timer that, unprofiled, would not be running
-                return (0.0, 0.0) if self.sampler.active else _setitimer(which, 0.0, 0.0)
+                return (0.0, 0.0) if self.sampler.active else real_setitimer(which, 0.0, 0.0)
             name = _ITIMER_NAMES.get(which, str(which))
             self._claim(f"{name} (signal.setitimer)", _getframe(1))
-        return _setitimer(which, seconds, interval)
+        return real_setitimer(which, seconds, interval)
 
     def _getitimer(self, which: int) -> tuple[float, float]:
         if self.sampler.active and self._our_timer(which):
             return (0.0, 0.0)
-        return _getitimer(which)
+        return real_getitimer(which)
 
     def _alarm(self, seconds: int) -> int:
         if self._our_timer(signal.ITIMER_REAL):

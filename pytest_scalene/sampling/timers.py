@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-_signal = _c_signal.signal
-_getsignal = _c_signal.getsignal
-_setitimer = signal.setitimer
-_getitimer = signal.getitimer
+real_signal = _c_signal.signal
+real_getsignal = _c_signal.getsignal
+real_setitimer = signal.setitimer
+real_getitimer = signal.getitimer
 
 CLOCK_PROCESS_CPUTIME_ID = 2
 CLOCK_MONOTONIC = 1
@@ -129,7 +129,7 @@ def keeping_c_handler(signum: int) -> Iterator[None]:
 
 def signal_in_use(signum: int) -> str | None:
     """Why `signum` is not free for the sampler, or None when it is."""
-    python = _getsignal(signum)
+    python = real_getsignal(signum)
     if python is None:
         return f"{signal_name(signum)} has a handler installed outside Python"
     if python not in (signal.SIG_DFL, signal.SIG_IGN):
@@ -166,14 +166,14 @@ class IntervalTimer:
         self._armed = False
 
     def arm(self, interval_s: float) -> None:
-        _setitimer(self.itimer, interval_s, interval_s)  # type: ignore[arg-type]
+        real_setitimer(self.itimer, interval_s, interval_s)  # type: ignore[arg-type]
         if interval_s != self._requested:  # the same request rounds the same way
             self._requested = interval_s
-            self._interval = _getitimer(self.itimer)[1]  # type: ignore[arg-type]
+            self._interval = real_getitimer(self.itimer)[1]  # type: ignore[arg-type]
         self._armed = True
 
     def running(self) -> bool:
-        return _getitimer(self.itimer) != (0.0, 0.0)  # type: ignore[arg-type]
+        return real_getitimer(self.itimer) != (0.0, 0.0)  # type: ignore[arg-type]
 
     def disarm(self) -> None:
         if not self._armed:  # the sampler's stop and its release both disarm
@@ -181,11 +181,11 @@ class IntervalTimer:
         self._armed = False
         # Code that bypassed signal_guard (`from signal import setitimer`) may have set its
         # own timer meanwhile: that one is left running.
-        if _getitimer(self.itimer)[1] in (0.0, self._interval):  # type: ignore[arg-type]
-            _setitimer(self.itimer, 0.0, 0.0)  # type: ignore[arg-type]
+        if real_getitimer(self.itimer)[1] in (0.0, self._interval):  # type: ignore[arg-type]
+            real_setitimer(self.itimer, 0.0, 0.0)  # type: ignore[arg-type]
 
     def until_expiry(self) -> float:
-        return _getitimer(self.itimer)[0]  # type: ignore[arg-type]
+        return real_getitimer(self.itimer)[0]  # type: ignore[arg-type]
 
     def close(self) -> None:
         pass
@@ -241,12 +241,12 @@ def _split(seconds: float) -> tuple[int, int]:
     return whole, int(round((seconds - whole) * 1e9))
 
 
-def _free_realtime_signal() -> int | None:
+def free_realtime_signal() -> int | None:
     if not hasattr(signal, "SIGRTMIN"):
         return None
     # From the top down: libraries that use real-time signals usually take them from SIGRTMIN up.
     for signum in range(signal.SIGRTMAX, signal.SIGRTMIN - 1, -1):
-        if _getsignal(signum) == signal.SIG_DFL and os_handler(signum) == 0:
+        if real_getsignal(signum) == signal.SIG_DFL and os_handler(signum) == 0:
             return signum
     return None
 
@@ -258,7 +258,7 @@ def choose(clock: str, usual: IntervalTimer) -> tuple[SamplingTimer, str | None]
     taken = usual.busy()
     if taken is None:
         return usual, None
-    spare = _free_realtime_signal() if _libc is not None else None
+    spare = free_realtime_signal() if _libc is not None else None
     if spare is None:
         raise RuntimeError(f"{taken}, and no free real-time signal for a POSIX timer")
     clock_id = CLOCK_PROCESS_CPUTIME_ID if clock == "cpu" else CLOCK_MONOTONIC

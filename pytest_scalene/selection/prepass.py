@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..ab import git_tree
-from ..ab.session import Setup, _ini_for
+from ..ab.session import Setup, ini_args_for
 from ..instructions.runner import pytest_launcher
 from .code_map import CodeMap, CodeMapError, load
 
@@ -33,7 +33,7 @@ def record_at_ref(setup: Setup, nodeids: list[str]) -> tuple[CodeMap | None, str
                 command = [
                     sys.executable,
                     *pytest_launcher(),
-                    *_ini_for(setup, tree),
+                    *ini_args_for(setup, tree),
                     *setup.args,
                     "-p",
                     "no:cacheprovider",
