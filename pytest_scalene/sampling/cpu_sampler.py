@@ -181,12 +181,6 @@ class CpuSampler:
         self.give_back()
 
     @property
-    def itimer(self) -> int | None:
-        """The setitimer timer in use while sampling (None: a POSIX timer, or not sampling)."""
-        timer = self._sampling_timer
-        return timer.itimer if timer is not None and self._profile is not None else None
-
-    @property
     def active(self) -> bool:
         return self._profile is not None
 
