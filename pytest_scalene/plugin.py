@@ -32,9 +32,9 @@ from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions, add_opti
 from .core import runenv
 from .core.atomic_write import write_text_atomic
 from .core.outputs import Outputs
-from .core.verdict import Verdict
 from .gates.judging import Gates
 from .gates.memory_need import selected_need_memory
+from .gates.pipeline import Judge, judge_report
 from .history.session import HISTORY_KEY, History
 from .instructions import child_plugin, counts, runner
 from .reports import checkpoint as json_checkpoint
@@ -75,6 +75,7 @@ class Run:
     unjudged: dict[str, int] | None = None  # per gate, once the session ends
     unjudged_status: int | None = None  # EXIT_UNJUDGED, when the run fails for them
     benchmark: BenchmarkCalls = field(default_factory=BenchmarkCalls)  # the fixture's calls
+    judges: list[Judge] = field(default_factory=list)  # every gate, in its verdicts' order
 
 
 RUN_KEY = pytest.StashKey[Run]()
@@ -151,6 +152,12 @@ def pytest_configure(config: pytest.Config) -> None:
     history = HistoryOptions.from_config(config)
     if history.url:
         run.history = History(config, profiler, history)
+    run.judges = [
+        run.gates.budgets,
+        *([run.ab] if run.ab is not None else []),
+        run.gates.stored,  # sampled figures, or counted ones (--profile-measure=instructions)
+        *([run.history] if run.history is not None else []),
+    ]
     if options.gpu == "yes":
         gpu.ensure()  # a missing GPU is a usage error now, not at the first profiled test
     # Stacks cost a walk per sample: only for the outputs that draw flame graphs.
@@ -183,7 +190,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run.selection.after_collection(session.items, setup)  # unchanged: not measured below
     if run.ab is not None:
         run.ab.after_collection(session)  # A/B runs against the git ref
-    run.instructions.after_collection(session, run.gates)  # instruction counts, valgrind
+    run.instructions.after_collection(session, run.gates.stored)  # instruction counts, valgrind
 
 
 # -- each test -----------------------------------------------------------------------------------
@@ -199,9 +206,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         run.gpu.ensure()  # loads NVML once, at the first profiled test
         with run.profiler.profiling(item.nodeid):
             result = yield
-        if run.history is not None:
-            run.history.after_call(item)  # confirms a CPU regression against the history
-        run.gates.after_call(item)  # --profile-repeat, then confirms one against the baseline
+        run.gates.after_call(item, run.judges)  # --profile-repeat, confirmations
         return result
     finally:
         run.benchmark.unwatch()
@@ -229,24 +234,9 @@ def pytest_runtest_makereport(
     # runs: judging each one grew user_properties, which every later subtest report
     # copies (quadratic: 6000 subtests took 1.5 GB), and judged a half-run profile.
     if report.when == "call" and item.nodeid not in run.gates.in_call:
-        try:
-            failures = run.gates.judge(item, report, profile, _ab_verdicts(profile))
-        except Exception as exc:  # a bug in the gates must not pass a test silently
-            failures = [f"pytest-scalene could not check this test's gates: {exc!r}"]
-        if failures and report.passed:
-            report.outcome = "failed"
-            report.longrepr = "\n".join(failures)
-            profile.outcome = "failed"
-    if run.history is not None:
-        run.history.judge(item, report)  # after the gates: a test they failed is not judged
+        judge_report(run.judges, item, report, profile)  # a failed verdict fails the report
+        run.gates.record_properties(item, profile)  # JUnit, with --junitxml
     return report
-
-
-def _ab_verdicts(profile: Any) -> list[Verdict]:
-    """--profile-compare-ref: the A/B session's verdict on the test (ab/plugin.py)."""
-    found = profile.extra.get(ab_plugin.AB_KEY)
-    judged = ab_plugin.verdict_of(found) if isinstance(found, dict) else None
-    return [] if judged is None else [Verdict.from_dict(judged)]
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -138,7 +138,7 @@ def test_a_failing_function_shows_its_inclusive_ratio_first_and_labels_both(tmp_
     assert slowed["inclusive_ratio"] == pytest.approx(1.5, abs=1e-4)
     assert slowed["self_ratio"] == pytest.approx(2.0, abs=1e-4)
     assert slowed["ratio"] == slowed["self_ratio"]  # as before, for readers of older JSON
-    message = plugin.verdict_of(result)["message"]  # type: ignore[index]
+    message = plugin.verdict_of(result).message  # type: ignore[union-attr]
     assert "slower function: mylib.py:12 slowed inclusive 1.500x, self 2.000x (" in message
     assert "fails above 1.10x" in message
 

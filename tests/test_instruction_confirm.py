@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from pytest_scalene.core.model import COUNTED_CALLS_KEY
+from pytest_scalene.gates.baseline_judge import counts_moved
 from pytest_scalene.gates.comparison import NoiseRule
-from pytest_scalene.gates.judging import counts_moved
 from pytest_scalene.instructions import counts, runner
 
 PERF = {"callgrind_options": "--tool=callgrind -X perf"}
@@ -19,7 +19,7 @@ def _counted(total: int, locker: int) -> runner.Counted:
     return runner.Counted(total, {"t.py::test": total, "t.py::locker": locker}, PERF)
 
 
-class FakeGates:
+class FakeBaselines:
     """Every test's stored count is 1,000,000 (locker 400,000)."""
 
     def counts_rule(self) -> NoiseRule:
@@ -59,7 +59,7 @@ def test_a_count_that_moves_between_sessions_is_not_judged_one_that_repeats_is()
         "t.py::test_slowed": _counted(1_080_500, 480_400),  # ...and again +8%: it repeats
     }
     found, sessions = _counts(first, second)
-    found.confirm(FakeGates())  # type: ignore[arg-type]
+    found.confirm(FakeBaselines())  # type: ignore[arg-type]
     assert sessions == [["t.py::test_threads", "t.py::test_slowed"]]  # only the suspects
     assert found.counts["t.py::test_steady"] == first["t.py::test_steady"]
     assert found.counts["t.py::test_slowed"] == first["t.py::test_slowed"]  # judged: it fails
@@ -80,7 +80,7 @@ def test_a_count_that_came_out_lower_is_counted_again_too():
         "t.py::test_faster": _counted(900_100, 300_050),  # ...and again -10%: an improvement
     }
     found, sessions = _counts(first, second)
-    found.confirm(FakeGates())  # type: ignore[arg-type]
+    found.confirm(FakeBaselines())  # type: ignore[arg-type]
     assert sessions == [["t.py::test_polls", "t.py::test_faster"]]
     assert "moved between two counting sessions" in str(found.counts["t.py::test_polls"])
     assert found.counts["t.py::test_faster"] == first["t.py::test_faster"]  # judged: it passes
@@ -95,13 +95,13 @@ def test_a_benchmark_test_is_confirmed_over_as_many_calls_as_it_was_counted():
     second = {n: first[n] for n in first}
     asked: list = []
     found, sessions = _counts(first, second, asked)
-    found.confirm(FakeGates())  # type: ignore[arg-type]
+    found.confirm(FakeBaselines())  # type: ignore[arg-type]
     assert asked == [{"t.py::test_bench": 64}]  # the test counted whole: sized as ever
 
 
 def test_no_suspect_no_second_session():
     found, sessions = _counts({"t.py::test_a": _counted(1_000_000, 400_000)}, {})
-    found.confirm(FakeGates())  # type: ignore[arg-type]
+    found.confirm(FakeBaselines())  # type: ignore[arg-type]
     assert sessions == []
 
 

@@ -1,7 +1,7 @@
 """The pytest side of `--profile-compare-ref=REF`: after collection, the profiled tests are
 compared with REF's version in alternating runs (session.py); each test's result goes on its
-profile (extra["ab"]) before the gates judge its call phase (plugin.py turns it into a
-verdict)."""
+profile (extra["ab"]) before its call phase is judged, and `CompareRef` is the judge that turns
+it into a verdict (gates/pipeline.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from ..core import runenv
+from ..core.model import TestProfile
+from ..core.verdict import REGRESSION, Verdict
 from ..instructions.runner import kept_arguments
 from ..sampling.profiler import Profiler
 from . import git_tree, pairs, verdict
@@ -162,14 +164,24 @@ class CompareRef:
         if profile is not None:
             profile.extra[AB_KEY] = self.results[item.nodeid]
 
+    # -- the judge (gates/pipeline.py) ------------------------------------------------------------
+    confirms_cpu = False  # its pairs of runs are its confirmation
+
+    def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
+        judged = verdict_of(self.results.get(item.nodeid) or {})
+        return [] if judged is None else [judged]
+
+    def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
+        return None
+
 
 def _inclusive(ratio: float | None) -> str:
     """A function's inclusive ratio, first in the message: what timeit would show."""
     return "inclusive not sampled" if ratio is None else f"inclusive {ratio:.3f}x"
 
 
-def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
-    """The gates' verdict for a test's A/B result (None for a note)."""
+def verdict_of(result: dict[str, Any]) -> Verdict | None:
+    """The verdict on a test's A/B result (None for a note)."""
     if "verdict" not in result:
         return None
     ratio, limit = result["ratio"], result["fails_above"]
@@ -212,13 +224,13 @@ def verdict_of(result: dict[str, Any]) -> dict[str, Any] | None:
         f"call, median of {result['pairs']} paired ratios {ratio:.3f}x (fails above "
         f"{limit:.2f}x){slower}{growth}"
     )
-    return {
-        "kind": "regression",
-        "metric": "cpu_s",
-        "limit": result["baseline_cpu_s"] * limit,
-        "baseline": result["baseline_cpu_s"],
-        "value": result["cpu_s"],
-        "passed": passed,
-        "message": message,
-        "line": where,
-    }
+    return Verdict(
+        REGRESSION,
+        "cpu_s",
+        limit=result["baseline_cpu_s"] * limit,
+        value=result["cpu_s"],
+        passed=passed,
+        message=message,
+        line=where,
+        baseline=result["baseline_cpu_s"],
+    )

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from ..core.model import PER_CALL_EXTRA, TestProfile
 from ..core.natural_values import (
     BudgetError,
@@ -46,6 +48,14 @@ class Budget:
 
 _COUNT = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKMG]?)\s*$")
 _COUNT_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+NO_BUDGET = Budget()  # a test without perf_budget markers
+BUDGET_KEY = pytest.StashKey[Budget]()  # the test's markers, read before its call
+
+
+def budget_of(item: pytest.Item) -> Budget:
+    return item.stash.get(BUDGET_KEY, NO_BUDGET)
 
 
 def parse_count(text: str, what: str) -> float:

@@ -1,7 +1,7 @@
 """The history in a pytest session, as plain methods that plugin.py's hooks call: record each
 run at the end of the session (on the xdist controller only, in one transaction), and with
---profile-history-compare judge each test against its recent runs on this machine, after the
-gates have written their verdicts.
+--profile-history-compare judge each test against its recent runs on this machine (a judge of
+gates/pipeline.py, the last one).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 
 from ..config.history_options import HistoryOptions
 from ..core import runenv
+from ..core.model import TestProfile
+from ..core.verdict import Verdict
 from ..gates.comparison import CPU_TIMED, NoiseRule
-from ..gates.repeat import CONFIRM_PAUSES_S, first_run_recorded_outcome, rerun_of, run_again
 from ..sampling.profiler import Profiler
 from . import record as records
 from .connect import open_store
@@ -75,39 +76,27 @@ class History:
         current = records.test_record(profile).metrics
         return judge(current, self.recent.get(nodeid, []), rule)
 
-    def after_call(self, item: pytest.Item) -> None:
-        if first_run_recorded_outcome(item):
-            return  # a unittest skip or failure, failed subtests: judged failed, never repeated
-        if self.options.compare and item.nodeid in self.profiler.session.tests:
-            # The same confirmation as against a baseline: a CPU regression must survive more
-            # runs after pauses, the fastest run being judged (comparison.py, the noise rule).
-            for pause in CONFIRM_PAUSES_S:
-                found, _ = self._verdicts(item.nodeid)
-                if not any(v.metric in CPU_TIMED and not v.passed for v in found):
-                    break
-                time.sleep(pause)
-                # rerun_of: the re-run's subtests, warnings and unittest records are not counted
-                run_again(self.profiler, item.nodeid, 1, rerun_of(item), warmup=False)
+    @property
+    def confirms_cpu(self) -> bool:
+        return self.options.compare
 
-    def judge(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """The call phase's report: add the history's verdicts; fail the report on one."""
-        profile = self.profiler.session.tests.get(item.nodeid)
-        if not self.options.compare or report.when != "call" or profile is None:
-            return
-        if not report.passed:
-            return  # a failing test is not judged, as against a baseline
+    def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
+        """A CPU regression against the history is confirmed as one against a baseline is
+        (gates/pipeline.py): it must survive more runs after pauses."""
+        found, _ = self._verdicts(item.nodeid)
+        return next((v.message for v in found if v.metric in CPU_TIMED and not v.passed), None)
+
+    def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
+        """--profile-history-compare's verdicts; how it judged goes under extra["history"]."""
+        if not self.options.compare:
+            return []
         found, notes = self._verdicts(item.nodeid)
         profile.extra[HISTORY_KEY] = {
             "runs": max((v.runs for v in found), default=len(self.recent.get(item.nodeid, []))),
             "machine": self.machine,
             "notes": notes,
         }
-        profile.verdicts += [v.verdict() for v in found]
-        failed = [v.message for v in found if not v.passed]
-        if failed:
-            report.outcome = "failed"
-            report.longrepr = "\n".join(failed)
-            profile.outcome = "failed"
+        return [v.verdict() for v in found]
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, session: pytest.Session, code_map: str | None = None) -> None:

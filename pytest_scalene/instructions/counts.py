@@ -25,10 +25,10 @@ import pytest
 from ..core.atomic_write import write_text_atomic
 from ..core.dir_lock import locked
 from ..core.model import TestProfile, counted_calls
+from ..gates.baseline_judge import StoredBaselines, counts_moved
 from ..gates.baseline_store import TestEntry
 from ..gates.budgets import MARKER
 from ..gates.comparison import NoiseRule
-from ..gates.judging import Gates, counts_moved
 from ..sampling.profiler import Profiler
 from . import runner
 
@@ -60,9 +60,11 @@ class InstructionCounts:
             return True
         return self.measure == "instructions" and self.profiler.wants(item)
 
-    def after_collection(self, session: pytest.Session, gates: Gates | None = None) -> None:
+    def after_collection(
+        self, session: pytest.Session, baselines: StoredBaselines | None = None
+    ) -> None:
         """Called by plugin.py's pytest_collection_finish (trylast: after deselection).
-        `gates`: the tests whose counts would fail against their baselines are counted again
+        `baselines`: the tests whose counts would fail against them are counted again
         (see confirm)."""
         if self.config.option.collectonly:
             return
@@ -73,12 +75,12 @@ class InstructionCounts:
         if problem is not None:
             self.counts = dict.fromkeys(nodeids, problem)
             return
-        calls = gates.counted_calls(nodeids) if gates is not None else {}
+        calls = baselines.counted_calls(nodeids) if baselines is not None else {}
         shared = getattr(self.config, "workerinput", {}).get(SHARED_DIR_KEY)
         if shared is None:
             self._count(nodeids, calls=calls)
-            if gates is not None:
-                self.confirm(gates)
+            if baselines is not None:
+                self.confirm(baselines)
             return
         with locked(shared):  # one worker counts; the others wait, then read its counts
             path = Path(shared) / SHARED_FILE
@@ -129,7 +131,7 @@ class InstructionCounts:
             if counted == 0 and output.strip():
                 reporter.write_line("the counting session's last lines:\n" + output[-3000:])
 
-    def confirm(self, gates: Gates) -> None:
+    def confirm(self, baselines: StoredBaselines) -> None:
         """Count the tests whose count moved from the baseline (either way) once more, in a
         second session: a test whose count moves between two sessions by what the gate would
         call a regression depends on timing (threads polling a lock, an event loop, sleeps): on
@@ -139,7 +141,7 @@ class InstructionCounts:
             nodeid
             for nodeid, counted in self.counts.items()
             if isinstance(counted, runner.Counted)
-            and gates.counted_moved(nodeid, entry_of(counted))
+            and baselines.counted_moved(nodeid, entry_of(counted))
         ]
         if not suspects:
             return
@@ -151,7 +153,7 @@ class InstructionCounts:
             counted, second = everything[nodeid], again.get(nodeid)
             if not isinstance(second, runner.Counted) or not isinstance(counted, runner.Counted):
                 continue
-            if moved(counted, second, gates.counts_rule()):
+            if moved(counted, second, baselines.counts_rule()):
                 self.counts[nodeid] = (
                     f"its instruction count moved between two counting sessions "
                     f"({counted.instructions:,} then {second.instructions:,}): it depends on "

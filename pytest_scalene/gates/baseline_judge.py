@@ -1,0 +1,219 @@
+"""--profile-compare: the stored baselines as a judge (gates/pipeline.py). The figures it
+compares are sampled, or counted under valgrind with --profile-measure=instructions (then the
+counts replace the timed CPU verdict; a budget on cpu_s still holds). What it could not judge,
+and why, goes under extra["baseline"] with the line matching, for every report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ..config.options import GateOptions
+from ..core.model import TestProfile, counted_calls
+from ..core.verdict import Verdict
+from ..sampling.profiler import WARM_UP_KEY, Profiler
+from . import baseline_store
+from .baseline_entry import entry_from_profile
+from .budgets import Budget, budget_of
+from .comparison import CPU_TIMED, NoiseRule, compare
+from .findings import Comparison, Finding
+from .metrics import METRICS
+
+ONLY_INSTRUCTIONS = tuple(name for name in METRICS if name != "instructions")  # compare's skip
+BASELINE_KEY = "baseline"  # TestProfile.extra: the file, the line matching and the notes
+SUSPECT_KEY = pytest.StashKey[str]()  # the first CPU regression the confirmation re-ran for
+
+
+def counts_moved(
+    first: baseline_store.TestEntry, second: baseline_store.TestEntry, rule: NoiseRule
+) -> bool:
+    """Two instruction counts of one test differ, either way, by what `rule` calls a
+    regression (its total, or one function's)."""
+    return any(
+        f.failed
+        for before, after in ((first, second), (second, first))
+        for f in compare(before, after, rule, ONLY_INSTRUCTIONS).findings
+    )
+
+
+class StoredBaselines:
+    """The judge of --profile-compare, and what the instruction counts read of the baselines."""
+
+    def __init__(self, profiler: Profiler, options: GateOptions, rootdir: str) -> None:
+        self.profiler = profiler
+        self.options = options
+        self.rootdir = rootdir
+        self.baselines: dict[str, baseline_store.ModuleBaseline] = {}
+
+    @property
+    def confirms_cpu(self) -> bool:
+        return self.options.compare and self.options.measure == "time"
+
+    def load(self) -> None:
+        """Usage errors before any test runs: no directory, or a file that cannot be read."""
+        directory = self.options.baseline_dir
+        if not directory.is_dir():
+            if self.options.save_baseline:
+                return  # the first save: nothing to compare with yet
+            raise pytest.UsageError(
+                f"--profile-compare: no baseline directory at {directory}; create the "
+                "baselines first with --profile-save-baseline (or point --profile-baseline-dir "
+                "at them)"
+            )
+        self.baselines, errors = baseline_store.load_dir(directory)
+        if errors:
+            raise pytest.UsageError(
+                "--profile-compare cannot use the baselines:\n  "
+                + "\n  ".join(errors)
+                + "\nFix or delete the file(s), or re-create them with --profile-save-baseline."
+            )
+
+    def entry(self, nodeid: str) -> baseline_store.TestEntry | None:
+        stored = self.baselines.get(baseline_store.module_of(nodeid))
+        return stored.tests.get(nodeid) if stored else None
+
+    # -- the judge -------------------------------------------------------------------------------
+    def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
+        found = self._comparison(profile, budget_of(item))
+        suspects = [f for f in (found[1].regressions if found else []) if f.metric in CPU_TIMED]
+        if not suspects:
+            return None
+        item.stash.setdefault(SUSPECT_KEY, suspects[0].message)
+        return suspects[0].message
+
+    def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
+        if not self.options.compare:
+            return []
+        path = baseline_store.path_for(
+            self.options.baseline_dir, baseline_store.module_of(profile.nodeid)
+        )
+        shown = self._relative(path)
+        found = self._comparison(profile, budget_of(item))
+        if found is None:
+            profile.extra[BASELINE_KEY] = {
+                "file": shown,
+                "notes": [f"no baseline for this test in {shown}: not compared"],
+            }
+            return []
+        stored, result = found
+        notes = [f.message for f in result.findings if f.verdict() is None]
+        notes += self._setup_notes(stored)
+        suspect = item.stash.get(SUSPECT_KEY, None)
+        cleared = not any(f.metric in CPU_TIMED for f in result.regressions)
+        if suspect is not None and cleared and stored.repeat == 1:
+            notes.append(
+                f"{suspect}; cleared by warm re-runs, but the baseline holds one cold run, so a "
+                "regression of a first run's cost can pass (save and compare with "
+                "--profile-repeat=3 to judge warm runs on both sides)"
+            )
+        profile.extra[BASELINE_KEY] = {
+            "file": shown,
+            "matched_by_text": result.matched_by_text,
+            "matched_by_offset": result.matched_by_offset,
+            "new_lines": result.new_lines,
+            "vanished_lines": result.vanished_lines,
+            "notes": notes,
+        }
+        return [v for f in result.findings if (v := f.verdict()) is not None]
+
+    def _setup_notes(self, stored: baseline_store.ModuleBaseline) -> list[str]:
+        """Where the baseline was recorded otherwise than this run measures."""
+        options, notes = self.profiler.options, []
+        if (stored.interval_s, stored.clock) != (options.interval_s, options.clock):
+            notes.append(
+                f"the baseline was recorded with interval {stored.interval_s} s, clock "
+                f"{stored.clock}; this run uses {options.interval_s} s, {options.clock}"
+            )
+        if (stored.repeat > 1) != self.options.repeat.more:
+            notes.append(
+                f"the baseline was saved with --profile-repeat={stored.repeat}, this run uses "
+                f"{self.options.repeat}: one side's CPU time is a first (cold) run, the other's "
+                "the fastest warm run; use the same kind on both sides (1 run, or 2 or more)"
+            )
+        return notes
+
+    def _comparison(
+        self, profile: TestProfile, budget: Budget
+    ) -> tuple[baseline_store.ModuleBaseline, Comparison] | None:
+        """The comparison with the stored baseline, or None when the test has none."""
+        stored = self.baselines.get(baseline_store.module_of(profile.nodeid))
+        entry = stored.tests.get(profile.nodeid) if stored else None
+        if stored is None or entry is None:
+            return None
+        tolerance = budget.regression if budget.regression is not None else self.options.regression
+        options = self.profiler.options
+        rule = NoiseRule.for_run(tolerance, options.interval_s, options.memory_threshold)
+        current = entry_from_profile(profile, self.rootdir)
+        counted = self.options.measure == "instructions"
+        before, after = entry.metrics.get("cpu_s"), current.metrics.get("cpu_s")
+        warm_up = None
+        if not counted and before is not None and after is not None:
+            repeated = self.options.repeat.more
+            warm_up = warm_up_note(entry.cpu.get(WARM_UP_KEY), profile, repeated)
+        result = compare(entry, current, rule, CPU_TIMED if counted or warm_up else ())
+        if warm_up is not None:
+            result.findings.append(Finding("not_compared", "cpu_s", before, after, warm_up))
+        return stored, result
+
+    def _relative(self, path: Path) -> str:
+        """Rootdir-relative, like every path in the reports, when the baselines live there."""
+        try:
+            return Path(path).resolve().relative_to(Path(self.rootdir).resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
+    # -- what the instruction counts read --------------------------------------------------------
+    def counts_rule(self) -> NoiseRule:
+        options = self.profiler.options
+        return NoiseRule.for_run(
+            self.options.regression, options.interval_s, options.memory_threshold
+        )
+
+    def counted_calls(self, nodeids: list[str]) -> dict[str, int]:
+        """The benchmark tests' counted calls in their stored baselines (both sides of an
+        instruction comparison count as many: instructions/benchmark_count.py)."""
+        found = {}
+        for nodeid in nodeids:
+            entry = self.entry(nodeid)
+            calls = counted_calls(entry.environment) if entry else None
+            if calls is not None:
+                found[nodeid] = calls
+        return found
+
+    def counted_moved(self, nodeid: str, counted: baseline_store.TestEntry) -> bool:
+        """Whether a test's instruction counts differ from its stored baseline, either way, by
+        what the counts' rule calls a regression: the counting session counts such a test once
+        more before it is judged. Both ways, so that a count that depends on timing is found
+        whichever way it moved this time (a count that came out lower was judged, and the same
+        test was "not judged" in the next run)."""
+        entry = self.entry(nodeid)
+        if entry is None or "instructions" not in entry.metrics:
+            return False
+        return counts_moved(entry, counted, self.counts_rule())
+
+
+def cold_first_call(profile: TestProfile, repeated: bool) -> bool:
+    """The test's CPU figure is its process's first profiled call: without --profile-repeat
+    (`repeated`), whose CPU figures come from the runs after the first. Confirmation re-runs do
+    not change it: the figure they are judged against is the first call's."""
+    return bool(profile.extra.get(WARM_UP_KEY)) and not repeated
+
+
+def warm_up_note(baseline_warm: float | None, profile: TestProfile, repeated: bool) -> str | None:
+    """Why the CPU time is not compared when one side's is its session's first call and the
+    other's is not: imports and warm-up go to whichever test runs first, so such a figure depends
+    on the tests that ran before it (under --lf an unchanged test read -56%). Two first calls
+    (the same test first on both sides, as in every run of a whole suite) compare as usual."""
+    if cold_first_call(profile, repeated) == bool(baseline_warm):
+        return None
+    if baseline_warm:
+        whose = "the baseline's CPU time was saved from its session's first profiled call"
+    else:
+        whose = "this run's CPU time is its session's first profiled call (not the baseline's)"
+    return (
+        f"CPU time not compared: {whose}, which carries the process's warm-up (imports, first "
+        "calls, caches); it is compared when both sides ran first or neither did, or with "
+        "--profile-repeat=2 or more on both sides (warm runs)"
+    )

@@ -1,0 +1,79 @@
+"""The one path from a test's profile to its verdicts.
+
+Every gate is a `Judge`: perf_budget markers (gates/judging.py), the stored baselines, whose
+figures are sampled or counted under valgrind (gates/baseline_judge.py), the history
+(history/session.py) and the A/B comparison against a git ref (ab/plugin.py). `confirm` is the
+one loop that re-runs a test whose timed CPU figure a judge suspects; `judge_report` is the one
+place a report fails, with every judge's failed verdicts, and where the profile gets them all
+(TestProfile.verdicts, which every output reads by field).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+import pytest
+
+from ..core.model import TestProfile
+from ..core.verdict import Verdict
+from ..sampling.profiler import Profiler
+from .repeat import CONFIRM_PAUSES_S, NOT_REPEATABLE_KEY, rerun_of, run_again
+
+
+class Judge(Protocol):
+    """One gate. Its verdicts are asked for a passed test's call phase only: a failing test's
+    figures are not those of a pass."""
+
+    confirms_cpu: bool  # whether it asks for re-runs of a timed CPU regression
+
+    def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]: ...
+
+    def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
+        """The message of a timed CPU regression to confirm by running again, or None."""
+        ...
+
+
+def confirm(
+    profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs: int
+) -> None:
+    """A timed CPU regression must survive more runs after pauses before it fails: on a shared
+    machine another process can slow every run of a test for seconds. Each round re-runs the
+    call `runs` times; the fastest of all runs is what the judges then judge (docs/baselines.md,
+    the noise rule). The re-runs change only the CPU figures, never the counted ones."""
+    confirming = [judge for judge in judges if judge.confirms_cpu]
+    for pause in CONFIRM_PAUSES_S:
+        profile = profiler.session.tests[item.nodeid]
+        if NOT_REPEATABLE_KEY in profile.extra:
+            return  # no more runs: judged on those it had
+        if not any(judge.cpu_suspect(item, profile) for judge in confirming):
+            return
+        time.sleep(pause)
+        # rerun_of: the re-run's subtests, warnings and unittest records are not counted again
+        run_again(profiler, item.nodeid, runs, rerun_of(item), warmup=False)
+
+
+def judge_report(
+    judges: Sequence[Judge], item: pytest.Item, report: pytest.TestReport, profile: TestProfile
+) -> list[Verdict]:
+    """The call phase's report: every judge's verdicts onto the profile, in the judges' order;
+    a failed one fails the report, naming the metric, the limit, the value and the line. A
+    judge that raises fails it too: a bug in a gate must never pass a test silently."""
+    if not report.passed:
+        return []
+    verdicts: list[Verdict] = []
+    errors: list[str] = []
+    for judge in judges:
+        try:
+            verdicts += judge.verdicts(item, profile)
+        except Exception as exc:
+            errors.append(f"pytest-scalene could not check this test's gates: {exc!r}")
+    if verdicts:
+        profile.verdicts = verdicts
+    failures = [v.message for v in verdicts if v.failed] + errors
+    if failures:
+        report.outcome = "failed"
+        report.longrepr = "\n".join(failures)
+        profile.outcome = "failed"
+    return verdicts
