@@ -29,13 +29,13 @@ from .children import collector as child_profiles
 from .config import flag_conflicts, ini_options
 from .config.history_options import HistoryOptions
 from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions, add_options
-from .core import runenv
+from .core import extra_keys, runenv
 from .core.atomic_write import write_text_atomic
 from .core.outputs import Outputs
 from .gates.judging import Gates
 from .gates.memory_need import selected_need_memory
 from .gates.pipeline import Judge, judge_report
-from .history.session import HISTORY_KEY, History
+from .history.session import History
 from .instructions import child_plugin, counts, runner
 from .reports import checkpoint as json_checkpoint
 from .reports import markdown as markdown_report
@@ -298,12 +298,12 @@ def _unjudged(run: Run) -> dict[str, int]:
     for profile in run.profiler.session.tests.values():
         if profile.outcome != "passed":
             continue
-        ab, history = profile.extra.get(ab_plugin.AB_KEY), profile.extra.get(HISTORY_KEY)
+        ab, history = profile.extra.get(extra_keys.AB), profile.extra.get(extra_keys.HISTORY)
         noted = isinstance(ab, dict) and "note" in ab
         gates = (
             (AB_GATE, noted and ab_session.comparable(str(ab["note"]))),
             (AB_NOTHING_TO_COMPARE, noted and not ab_session.comparable(str(ab["note"]))),
-            (COUNT_GATE, counts.MISSING_KEY in profile.extra),
+            (COUNT_GATE, extra_keys.INSTRUCTIONS_MISSING in profile.extra),
             (HISTORY_GATE, isinstance(history, dict) and bool(history.get("notes"))),
         )
         for gate, unjudged in gates:
@@ -383,11 +383,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) -> None:
     lines = run.selection.summary() + run.gates.notes()
     for nodeid, profile in run.profiler.session.tests.items():
-        ab = profile.extra.get(ab_plugin.AB_KEY)
+        ab = profile.extra.get(extra_keys.AB)
         if isinstance(ab, dict) and "note" in ab:
             lines.append(f"{nodeid}: A/B against {ab['ref']}: {ab['note']}")
-        if profile.outcome == "passed" and counts.MISSING_KEY in profile.extra:
-            lines.append(f"{nodeid}: instructions not counted: {profile.extra[counts.MISSING_KEY]}")
+        if profile.outcome == "passed" and extra_keys.INSTRUCTIONS_MISSING in profile.extra:
+            why = profile.extra[extra_keys.INSTRUCTIONS_MISSING]
+            lines.append(f"{nodeid}: instructions not counted: {why}")
     lines += run.selection.reasons()
     if len(lines) > MAX_NOTES and not terminal_summary.wants_details(config):
         lines = [*lines[:MAX_NOTES], f"and {len(lines) - MAX_NOTES} more (-v shows them)"]

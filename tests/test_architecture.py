@@ -144,3 +144,61 @@ def test_no_module_imports_another_modules_private_names():
             if private:
                 found.append(f"{name}: from {'.' * node.level}{node.module or ''} import {private}")
     assert not found, found
+
+
+def _is_extra(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "extra") or (
+        isinstance(node, ast.Name) and node.id == "extra"
+    )
+
+
+def _extra_key_expressions(tree: ast.AST) -> list[ast.expr]:
+    """The keys read or written on an `extra` dict: `extra[k]`, `extra.get(k)`, `.pop`,
+    `.setdefault`, `k in extra`."""
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _is_extra(node.value):
+            found.append(node.slice)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop", "setdefault")
+            and _is_extra(node.func.value)
+            and node.args
+        ):
+            found.append(node.args[0])
+        elif isinstance(node, ast.Compare) and any(_is_extra(c) for c in node.comparators):
+            found.append(node.left)
+    return found
+
+
+def test_extra_keys_are_spelled_once_in_the_registry():
+    """Data crossing modules in `extra` goes by the names of core/extra_keys.py: a key written as
+    a string of its own (here or in a loop over a tuple of strings) is a second spelling that a
+    reader cannot find, and that a typo turns into a figure nobody reads."""
+    found = []
+    for name, path in modules().items():
+        if name == "core.extra_keys":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        literal_loops = {
+            node.target.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, (ast.Tuple, ast.List))
+            and any(isinstance(e, ast.Constant) for e in node.iter.elts)
+        }
+        for key in _extra_key_expressions(tree):
+            literal = isinstance(key, ast.Constant) and isinstance(key.value, str)
+            if literal or (isinstance(key, ast.Name) and key.id in literal_loops):
+                found.append(f"{name}:{key.lineno}: {ast.unparse(key)}")
+    assert not found, f"extra keys not taken from core/extra_keys.py: {found}"
+
+
+def test_the_extra_key_registry_spells_each_key_once():
+    from pytest_scalene.core import extra_keys
+
+    values = [v for n, v in vars(extra_keys).items() if n.isupper()]
+    assert len(values) == len(set(values)), sorted(values)
+    assert len(values) >= 30  # the scan reads the module: an empty registry is a broken one

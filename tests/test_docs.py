@@ -18,9 +18,8 @@ from pytest_scalene.ab import plugin as ab_plugin
 from pytest_scalene.ab import session as ab_session
 from pytest_scalene.ab import verdict as ab_verdict
 from pytest_scalene.config import options
-from pytest_scalene.core import natural_values
+from pytest_scalene.core import extra_keys, natural_values
 from pytest_scalene.core.model import SCHEMA_VERSION, LineKey
-from pytest_scalene.core.verdict import VERDICTS_KEY
 from pytest_scalene.gates import budgets, noise_rule, repeat
 from pytest_scalene.gates.baseline_store import BASELINE_SCHEMA
 from pytest_scalene.gates.metrics import COMPARED, METRICS
@@ -182,94 +181,9 @@ def _keys(value: Any, found: set[str]) -> set[str]:
 
 
 def _extra_keys() -> set[str]:
-    """Every key the plugin's modules write into a LineStats/TestProfile `extra` dict."""
-    found: set[str] = set()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        constants = {
-            target.id: node.value.value
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-            for target in node.targets
-            if isinstance(target, ast.Name) and isinstance(node.value.value, str)
-        }
-        loops = {
-            node.target.id: [e.value for e in node.iter.elts if isinstance(e, ast.Constant)]
-            for node in ast.walk(tree)
-            if isinstance(node, ast.For)
-            and isinstance(node.target, ast.Name)
-            and isinstance(node.iter, ast.Tuple)
-        }
-        # `for name in NAMES:` over a tuple of keys defined in some module of the package
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.For)
-                and isinstance(node.target, ast.Name)
-                and isinstance(node.iter, ast.Name)
-                and (keys := _tuple_constant(node.iter.id)) is not None
-            ):
-                loops[node.target.id] = keys
-        # `for name, value in other.extra.items(): extra[name] = ...` copies keys written elsewhere
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.For)
-                and isinstance(node.target, ast.Tuple)
-                and isinstance(node.target.elts[0], ast.Name)
-                and isinstance(node.iter, ast.Call)
-                and getattr(node.iter.func, "attr", "") == "items"
-            ):
-                loops.setdefault(node.target.elts[0].id, [])
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Subscript)
-                and isinstance(node.ctx, ast.Store)
-                and _is_extra(node.value)
-            ):
-                found |= _strings(node.slice, constants, loops)
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "setdefault"
-                and _is_extra(node.func.value)
-                and node.args
-            ):
-                found |= _strings(node.args[0], constants, loops)
-    return found
-
-
-def _tuple_constant(name: str) -> list[str] | None:
-    """The strings of a module-level `NAME = ("a", "b")` anywhere in the package."""
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if (
-                isinstance(node, ast.Assign)
-                and [getattr(t, "id", None) for t in node.targets] == [name]
-                and isinstance(node.value, ast.Tuple)
-            ):
-                return [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
-    return None
-
-
-def _is_extra(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "extra") or (
-        isinstance(node, ast.Attribute) and node.attr == "extra"
-    )
-
-
-def _strings(node: ast.AST, constants: dict[str, str], loops: dict[str, list]) -> set[str]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return {node.value}
-    if isinstance(node, ast.Name) and node.id in loops:
-        return {v for v in loops[node.id] if isinstance(v, str)}
-    if isinstance(node, ast.Name) and node.id in constants:
-        return {constants[node.id]}
-    if isinstance(node, (ast.Attribute, ast.Name)):  # module.CONSTANT, or an imported CONSTANT
-        name = node.attr if isinstance(node, ast.Attribute) else node.id
-        for path in sorted(PACKAGE.rglob("*.py")):
-            value = re.search(rf"^{name} = \"(\w+)\"", path.read_text(), re.M)
-            if value:
-                return {value.group(1)}
-    raise AssertionError(f"cannot tell which key {ast.unparse(node)} writes into extra")
+    """Every key the plugin's modules write into a LineStats/TestProfile `extra` dict: the
+    registry's (tests/test_architecture.py keeps every other spelling out of the package)."""
+    return {value for name, value in vars(extra_keys).items() if name.isupper()}
 
 
 def _ab_keys() -> set[str]:
@@ -303,13 +217,13 @@ def _documented_keys(doc: str) -> set[str]:
 def test_extra_keys_are_found_in_the_code():
     keys = _extra_keys()
     # those the samplers and gates write today: if one is missing, the scan is broken
-    # (the verdicts are a TestProfile field, written by core/codec.py under VERDICTS_KEY)
+    # (the verdicts are a TestProfile field, written by core/codec.py under VERDICTS)
     assert {"peak_mb", "leaks", "gpu_util_percent", "baseline", "wait_s"} <= keys
 
 
 def test_every_key_the_code_writes_is_documented():
     doc = read("json-schema.md")
-    written = _extra_keys() | _leak_entry_keys() | {VERDICTS_KEY}  # the codec writes verdicts
+    written = _extra_keys() | _leak_entry_keys()  # the registry holds the codec's verdicts too
     missing = sorted(written - _documented_keys(doc))
     assert not missing, f"keys written by the plugin but not in docs/json-schema.md: {missing}"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ..core import runenv
+from ..core import extra_keys, runenv
 from ..core.model import TestProfile
 from ..core.verdict import REGRESSION, Verdict
 from ..instructions.runner import kept_arguments
@@ -19,7 +19,6 @@ from ..sampling.profiler import Profiler
 from . import git_tree, pairs, verdict
 from . import session as ab_session
 
-AB_KEY = "ab"  # profile.extra: the test's A/B comparison (docs/json-schema.md)
 FUNCTIONS_KEPT = 5  # the judged functions kept in the JSON: failing first, then by ratio
 
 
@@ -162,7 +161,7 @@ class CompareRef:
             return
         profile = self.profiler.session.tests.get(item.nodeid)
         if profile is not None:
-            profile.extra[AB_KEY] = self.results[item.nodeid]
+            profile.extra[extra_keys.AB] = self.results[item.nodeid]
 
     # -- the judge (gates/pipeline.py) ------------------------------------------------------------
     confirms_cpu = False  # its pairs of runs are its confirmation

@@ -19,7 +19,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..core.model import CALLS_KEY, PER_CALL_EXTRA, TestProfile
+from ..core import extra_keys
+from ..core.model import PER_CALL_EXTRA, TestProfile
 from .fixture import PROFILED_TIME_S, Benchmark
 
 FIXTURE = "benchmark"
@@ -36,7 +37,7 @@ def per_call(profile: TestProfile, calls: int) -> None:
             value = holder.extra.get(name)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 holder.extra[name] = value * share
-    profile.extra[CALLS_KEY] = calls
+    profile.extra[extra_keys.BENCHMARK_CALLS] = calls
 
 
 class BenchmarkCalls:
@@ -83,7 +84,11 @@ class BenchmarkCalls:
 
     def stop_test(self, profile: TestProfile) -> None:
         calls = self.count - self._at_start
-        if profile.nodeid == self.watched and calls > 0 and CALLS_KEY not in profile.extra:
+        if (
+            profile.nodeid == self.watched
+            and calls > 0
+            and extra_keys.BENCHMARK_CALLS not in profile.extra
+        ):
             per_call(profile, calls)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core import runenv
+from ..core import extra_keys, runenv
 from ..core.codec import profile_from_dict
 from ..core.model import LineStats, TestProfile
 from ..core.natural_values import is_number
@@ -57,11 +57,11 @@ def merge_child(profile: TestProfile, child: TestProfile) -> None:
     for key, stats in child.lines.items():
         merge_line(profile.line(key, stats.function_line), stats)
     extra = profile.extra
-    extra["children"] = extra.get("children", 0) + 1
-    extra["children_cpu_s"] = extra.get("children_cpu_s", 0.0) + child.cpu_s
-    peak = child.extra.get("peak_mb")
+    extra[extra_keys.CHILDREN] = extra.get(extra_keys.CHILDREN, 0) + 1
+    extra[extra_keys.CHILDREN_CPU_S] = extra.get(extra_keys.CHILDREN_CPU_S, 0.0) + child.cpu_s
+    peak = child.extra.get(extra_keys.PEAK_MB)
     if is_number(peak):
-        extra["children_peak_mb"] = max(extra.get("children_peak_mb", 0.0), peak)
+        extra[extra_keys.CHILDREN_PEAK_MB] = max(extra.get(extra_keys.CHILDREN_PEAK_MB, 0.0), peak)
 
 
 class _EnvEntry:
@@ -150,7 +150,9 @@ class ChildProfiles:
                 self.profiler.note(note)
         lost = len(list(spool.glob("*" + child_agent.RUNNING)))
         if lost:
-            profile.extra["children_lost"] = profile.extra.get("children_lost", 0) + lost
+            profile.extra[extra_keys.CHILDREN_LOST] = (
+                profile.extra.get(extra_keys.CHILDREN_LOST, 0) + lost
+            )
             self.profiler.note(
                 f"{profile.nodeid}: {lost} child process(es) had not reported when the test's"
                 " call ended (still running, killed by a signal, or crashed): their lines are"

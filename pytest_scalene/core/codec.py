@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import extra_keys
 from .model import SCHEMA_VERSION, LineKey, LineStats, SessionProfile, TestProfile
-from .verdict import VERDICTS_KEY, Verdict
+from .verdict import Verdict
 
 _TEST_FIELDS = ("outcome", "elapsed_s", "cpu_python_s", "cpu_native_s", "cpu_system_s", "lines")
 _LINE_FIELDS = ("file", "line", "function", "function_line")
@@ -50,7 +51,7 @@ def test_to_dict(profile: TestProfile) -> dict[str, Any]:
     }
     data.update(profile.extra)
     if profile.verdicts:
-        data[VERDICTS_KEY] = [v.to_dict() for v in profile.verdicts]
+        data[extra_keys.VERDICTS] = [v.to_dict() for v in profile.verdicts]
     data["lines"] = [line_to_dict(k, profile.lines[k]) for k in sorted(profile.lines)]
     return rounded(data)
 
@@ -92,8 +93,8 @@ def profile_from_dict(nodeid: str, data: dict[str, Any]) -> TestProfile:
         cpu_system_s=data.get("cpu_system_s", 0.0),
         extra={k: v for k, v in data.items() if k not in _TEST_FIELDS},
     )
-    found = profile.extra.get(VERDICTS_KEY)
+    found = profile.extra.get(extra_keys.VERDICTS)
     if isinstance(found, list) and all(isinstance(v, dict) for v in found):
-        profile.verdicts = [Verdict.from_dict(v) for v in profile.extra.pop(VERDICTS_KEY)]
+        profile.verdicts = [Verdict.from_dict(v) for v in profile.extra.pop(extra_keys.VERDICTS)]
     profile.lines.update(line_from_dict(line) for line in data.get("lines", []))
     return profile

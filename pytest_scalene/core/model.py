@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import extra_keys
 from .verdict import Verdict
 
 SCHEMA_VERSION = 1
-# TestProfile.extra: the CPU, allocated and copied figures are per call of the function a test
-# gave to the `benchmark` fixture, divided by this many calls (benchmark/calls.py).
-CALLS_KEY = "benchmark_calls"
-PER_CALL_EXTRA = ("alloc_mb", "copy_mb")  # the `extra` figures so divided: counted totals
+# A benchmark test's CPU, allocated and copied figures are per call of the function it gave to the
+# `benchmark` fixture (extra_keys.BENCHMARK_CALLS, benchmark/calls.py); the counted totals of
+# `extra` so divided:
+PER_CALL_EXTRA = (extra_keys.ALLOC_MB, extra_keys.COPY_MB)
 # A benchmark test's instruction counts are per call over this many counted calls
 # (instructions/benchmark_count.py), kept in the counts' environment: the noise floor per call
 # depends on it, so both sides must have counted as many.
@@ -70,8 +71,9 @@ class TestProfile:
 
     @property
     def calls(self) -> int:
-        """The calls its figures are divided by (CALLS_KEY); 0 for a test measured whole."""
-        calls = self.extra.get(CALLS_KEY)
+        """The calls its figures are divided by (extra_keys.BENCHMARK_CALLS); 0 for a test
+        measured whole."""
+        calls = self.extra.get(extra_keys.BENCHMARK_CALLS)
         return calls if isinstance(calls, int) and calls > 0 else 0
 
     def line(self, key: LineKey, function_line: int = 0) -> LineStats:

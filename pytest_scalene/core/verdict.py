@@ -10,7 +10,6 @@ from typing import Any
 
 BUDGET = "budget"  # a perf_budget limit (or a --profile-fail-on-leak / --profile-max-copy-mb-s)
 REGRESSION = "regression"  # against a baseline, the history, or another git ref
-VERDICTS_KEY = "verdicts"  # the JSON key of a test's verdicts (TestProfile.verdicts)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ..core import extra_keys
 from ..core.model import TestProfile
 from ..core.source import source_line, source_path
 from .baseline_store import DIGITS, LineEntry, TestEntry, rounded
@@ -35,12 +36,12 @@ def _source_line(rootdir: str, file: str, line: int) -> str:
 
 
 def cpu_distribution(profile: TestProfile) -> dict[str, float]:
-    """min, median, p90 of the timed runs' CPU seconds (repeat.CPU_RUNS_KEY; one run: its
+    """min, median, p90 of the timed runs' CPU seconds (extra_keys.CPU_RUNS; one run: its
     own), their span (wall seconds the runs added up to) and their number."""
-    runs = profile.extra.get("cpu_runs")
+    runs = profile.extra.get(extra_keys.CPU_RUNS)
     times = sorted(float(t) for t in runs) if isinstance(runs, list) and runs else []
     times = times or [profile.cpu_s]
-    span = profile.extra.get("cpu_runs_span_s", profile.elapsed_s)
+    span = profile.extra.get(extra_keys.CPU_RUNS_SPAN_S, profile.elapsed_s)
     calls = {"calls": profile.calls} if profile.calls else {}  # benchmark tests: per call
     return {
         **calls,
@@ -75,8 +76,8 @@ def entry_from_profile(profile: TestProfile, rootdir: str, commit: str = "") -> 
             )
             lines.append(entry)
     lines.sort(key=lambda e: (e.file, e.function, e.offset, e.text))
-    functions = _int_dict(profile.extra.get("instructions_functions"))
-    environment = profile.extra.get("instructions_environment")
+    functions = _int_dict(profile.extra.get(extra_keys.INSTRUCTIONS_FUNCTIONS))
+    environment = profile.extra.get(extra_keys.INSTRUCTIONS_ENVIRONMENT)
     return TestEntry(
         metrics,
         tuple(lines),

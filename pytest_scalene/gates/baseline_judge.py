@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from ..config.options import GateOptions
+from ..core import extra_keys
 from ..core.model import TestProfile, counted_calls
 from ..core.verdict import Verdict
-from ..sampling.profiler import WARM_UP_KEY, Profiler
+from ..sampling.profiler import Profiler
 from . import baseline_store
 from .baseline_entry import entry_from_profile
 from .budgets import Budget, budget_of
@@ -22,7 +23,6 @@ from .findings import Comparison, Finding
 from .metrics import METRICS
 
 ONLY_INSTRUCTIONS = tuple(name for name in METRICS if name != "instructions")  # compare's skip
-BASELINE_KEY = "baseline"  # TestProfile.extra: the file, the line matching and the notes
 SUSPECT_KEY = pytest.StashKey[str]()  # the first CPU regression the confirmation re-ran for
 
 
@@ -92,7 +92,7 @@ class StoredBaselines:
         shown = self._relative(path)
         found = self._comparison(profile, budget_of(item))
         if found is None:
-            profile.extra[BASELINE_KEY] = {
+            profile.extra[extra_keys.BASELINE] = {
                 "file": shown,
                 "notes": [f"no baseline for this test in {shown}: not compared"],
             }
@@ -108,7 +108,7 @@ class StoredBaselines:
                 "regression of a first run's cost can pass (save and compare with "
                 "--profile-repeat=3 to judge warm runs on both sides)"
             )
-        profile.extra[BASELINE_KEY] = {
+        profile.extra[extra_keys.BASELINE] = {
             "file": shown,
             "matched_by_text": result.matched_by_text,
             "matched_by_offset": result.matched_by_offset,
@@ -151,7 +151,7 @@ class StoredBaselines:
         warm_up = None
         if not counted and before is not None and after is not None:
             repeated = self.options.repeat.more
-            warm_up = warm_up_note(entry.cpu.get(WARM_UP_KEY), profile, repeated)
+            warm_up = warm_up_note(entry.cpu.get(extra_keys.WARM_UP), profile, repeated)
         result = compare(entry, current, rule, CPU_TIMED if counted or warm_up else ())
         if warm_up is not None:
             result.findings.append(Finding("not_compared", "cpu_s", before, after, warm_up))
@@ -198,7 +198,7 @@ def cold_first_call(profile: TestProfile, repeated: bool) -> bool:
     """The test's CPU figure is its process's first profiled call: without --profile-repeat
     (`repeated`), whose CPU figures come from the runs after the first. Confirmation re-runs do
     not change it: the figure they are judged against is the first call's."""
-    return bool(profile.extra.get(WARM_UP_KEY)) and not repeated
+    return bool(profile.extra.get(extra_keys.WARM_UP)) and not repeated
 
 
 def warm_up_note(baseline_warm: float | None, profile: TestProfile, repeated: bool) -> str | None:

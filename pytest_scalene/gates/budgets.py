@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ..core import extra_keys
 from ..core.model import PER_CALL_EXTRA, TestProfile
 from ..core.natural_values import (
     BudgetError,
@@ -136,7 +137,7 @@ def parse_marks(marks: Iterable[tuple[str, Any]]) -> Budget:
 def _leak_result(profile: TestProfile, count: int) -> Verdict:
     if count == 0:
         return Verdict(BUDGET, "leaks", False, 0.0, True, "no leak detected (budget leaks=False)")
-    leaks = [leak for leak in profile.extra.get("leaks", []) if isinstance(leak, dict)]
+    leaks = [leak for leak in profile.extra.get(extra_keys.LEAKS, []) if isinstance(leak, dict)]
     detail = ""
     if leaks:
         worst = max(leaks, key=lambda leak: _num(leak.get("probability")))

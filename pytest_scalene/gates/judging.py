@@ -12,14 +12,14 @@ from functools import partial
 import pytest
 
 from ..config.options import GateOptions
-from ..core import runenv
+from ..core import extra_keys, runenv
 from ..core.model import TestProfile
 from ..core.outputs import Outputs
 from ..core.verdict import Verdict
-from ..sampling.profiler import WARM_UP_KEY, Profiler
+from ..sampling.profiler import Profiler
 from . import baseline_store
 from .baseline_entry import entry_from_profile
-from .baseline_judge import BASELINE_KEY, StoredBaselines, cold_first_call
+from .baseline_judge import StoredBaselines, cold_first_call
 from .baseline_keep import within_noise
 from .budgets import BUDGET_KEY, MARKER, BudgetError, budget_of, check, parse_marks
 from .comparison import NoiseRule
@@ -163,7 +163,7 @@ class Gates:
         options = self.profiler.options
 
         # With a duration, the file records the most runs a saved test had.
-        runs = [tests[n].extra.get("repeat", 1) for n in entries] or [1]
+        runs = [tests[n].extra.get(extra_keys.REPEAT, 1) for n in entries] or [1]
         repeat = max(runs) if self.options.repeat.seconds else self.options.repeat.runs
 
         def save() -> None:
@@ -189,7 +189,7 @@ class Gates:
         """The lines of the terminal summary's gates section (without -v, plugin.py cuts them)."""
         lines = list(self.summary)
         for nodeid, profile in self.profiler.session.tests.items():
-            baseline = profile.extra.get(BASELINE_KEY)
+            baseline = profile.extra.get(extra_keys.BASELINE)
             if isinstance(baseline, dict):
                 lines += [f"{nodeid}: {note}" for note in baseline.get("notes", [])]
         return lines
@@ -201,4 +201,4 @@ def _marked(
     """A saved entry whose CPU time carries the process's warm-up says so (`cpu.warm_up`)."""
     if not cold_first_call(profile, repeated):
         return entry
-    return replace(entry, cpu={**entry.cpu, WARM_UP_KEY: 1.0})
+    return replace(entry, cpu={**entry.cpu, extra_keys.WARM_UP: 1.0})

@@ -16,10 +16,11 @@ import warnings
 
 import pytest
 
+from ..core import extra_keys
 from ..core.model import TestProfile
 from ..sampling import leaks
 from ..sampling.profiler import Profiler
-from .repeat import NOT_REPEATABLE_KEY, first_run_recorded_outcome, rerun_of
+from .repeat import first_run_recorded_outcome, rerun_of
 
 NOT_REPEATABLE = "not confirmed: the test is not repeatable (a repeat failed or skipped)"
 
@@ -54,11 +55,11 @@ def confirm_leaks(profiler: Profiler, item: pytest.Item) -> None:
     profile = profiler.session.tests.get(item.nodeid)
     if profile is None:
         return
-    held = profile.extra.get("held") or []
+    held = profile.extra.get(extra_keys.HELD) or []
     suspects = [s for s in held if isinstance(s, dict) and s.get("why") == leaks.NOT_RUN_AGAIN]
     if not suspects or first_run_recorded_outcome(item):
         return  # a unittest failure or skip: the suspects stay "not run again"
-    if NOT_REPEATABLE_KEY in profile.extra:  # a repeat already failed: another run would too
+    if extra_keys.NOT_REPEATABLE in profile.extra:  # a repeat already failed: another run would too
         again: TestProfile | str = NOT_REPEATABLE
     else:
         again = _run_again(profiler, item)
@@ -66,7 +67,7 @@ def confirm_leaks(profiler: Profiler, item: pytest.Item) -> None:
         for suspect in suspects:
             suspect["why"] = again
         return
-    if "retained" not in again.extra:  # memory was not profiled in the re-run
+    if extra_keys.RETAINED not in again.extra:  # memory was not profiled in the re-run
         for suspect in suspects:
             suspect["why"] = "not confirmed: memory was not profiled when run again"
         return
@@ -80,7 +81,7 @@ def confirm_leaks(profiler: Profiler, item: pytest.Item) -> None:
             confirmed.append(suspect)
         else:
             suspect["why"] = leaks.DID_NOT_GROW
-    profile.extra["held"] = [s for s in held if not any(s is c for c in confirmed)]
-    found = [*(profile.extra.get("leaks") or []), *confirmed]
+    profile.extra[extra_keys.HELD] = [s for s in held if not any(s is c for c in confirmed)]
+    found = [*(profile.extra.get(extra_keys.LEAKS) or []), *confirmed]
     found.sort(key=lambda leak: (-leak["probability"], -leak["rate_mb_s"]))
-    profile.extra["leaks"] = found
+    profile.extra[extra_keys.LEAKS] = found

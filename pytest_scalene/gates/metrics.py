@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..core import extra_keys
 from ..core.model import LineKey, LineStats, TestProfile
 from ..core.natural_values import float_or_none, format_megabytes, format_seconds
 from ..sampling.memory_sampler import COPY_STEP_THRESHOLDS
@@ -30,15 +31,15 @@ def _extra(name: str) -> Callable[[LineStats | TestProfile], float | None]:
 def _memory_measured(profile: TestProfile) -> bool:
     # The memory profiler writes the test's peak whenever it ran (0.0 for a test that allocated
     # nothing), so its absence means memory was not profiled for this test.
-    return _extra("peak_mb")(profile) is not None
+    return _extra(extra_keys.PEAK_MB)(profile) is not None
 
 
 def _cpu_s(profile: TestProfile) -> float | None:
-    return None if profile.extra.get("cpu_sampling_skipped") else profile.cpu_s
+    return None if profile.extra.get(extra_keys.CPU_SAMPLING_SKIPPED) else profile.cpu_s
 
 
 def _python_fraction(profile: TestProfile) -> float | None:
-    if profile.extra.get("cpu_sampling_skipped"):
+    if profile.extra.get(extra_keys.CPU_SAMPLING_SKIPPED):
         return None
     return profile.cpu_python_s / profile.cpu_s if profile.cpu_s > 0 else 0.0
 
@@ -59,21 +60,21 @@ def _copy_rate(profile: TestProfile) -> float | None:
     """MB copied per second of the test. A line's rate is its MB copied over its CPU time (or
     over the test's time when it has no CPU sample: memory_sampler), so the MB are summed back
     from the line rates when the memory profiler writes no test-level rate."""
-    total = _extra("copy_mb_s")(profile)
+    total = _extra(extra_keys.COPY_MB_S)(profile)
     if total is not None or not _memory_measured(profile):
         return total
     elapsed = profile.elapsed_s
     if elapsed <= 0:
         return 0.0
     copied = sum(
-        (_extra("copy_mb_s")(s) or 0.0) * (s.cpu_s if s.cpu_s > 0 else elapsed)
+        (_extra(extra_keys.COPY_MB_S)(s) or 0.0) * (s.cpu_s if s.cpu_s > 0 else elapsed)
         for s in profile.lines.values()
     )
     return copied / elapsed
 
 
 def _leak_count(profile: TestProfile) -> float | None:
-    leaks = profile.extra.get("leaks")
+    leaks = profile.extra.get(extra_keys.LEAKS)
     return float(len(leaks)) if isinstance(leaks, list) else None
 
 
@@ -137,8 +138,8 @@ METRICS: dict[str, Metric] = {
             "peak memory",
             "MB",
             "memory",
-            _extra("peak_mb"),
-            _extra("peak_mb"),
+            _extra(extra_keys.PEAK_MB),
+            _extra(extra_keys.PEAK_MB),
             size=True,
         ),
         Metric(
@@ -146,8 +147,8 @@ METRICS: dict[str, Metric] = {
             "memory allocated",
             "MB",
             "memory",
-            _sum_of_lines("alloc_mb"),
-            _extra("alloc_mb"),
+            _sum_of_lines(extra_keys.ALLOC_MB),
+            _extra(extra_keys.ALLOC_MB),
             size=True,
             step_thresholds=ALLOC_STEP_THRESHOLDS,
         ),
@@ -158,7 +159,7 @@ METRICS: dict[str, Metric] = {
             "resident memory growth",
             "MB",
             "memory",
-            _extra("rss_mb"),
+            _extra(extra_keys.RSS_MB),
             lambda s: None,
             size=True,
         ),
@@ -169,8 +170,8 @@ METRICS: dict[str, Metric] = {
             "copy volume",
             "MB",
             "memory",
-            _sum_of_lines("copy_mb"),
-            _extra("copy_mb"),
+            _sum_of_lines(extra_keys.COPY_MB),
+            _extra(extra_keys.COPY_MB),
             size=True,
             step_thresholds=COPY_STEP_THRESHOLDS,  # the shim counts copies per whole copy step
         ),
@@ -180,7 +181,7 @@ METRICS: dict[str, Metric] = {
             "MB/s",
             "memory",
             _copy_rate,
-            _extra("copy_mb_s"),
+            _extra(extra_keys.COPY_MB_S),
             size=True,
             compared=False,  # timed: budgets only
         ),
@@ -189,8 +190,8 @@ METRICS: dict[str, Metric] = {
             "GPU peak memory",
             "MB",
             "gpu",
-            _extra("gpu_peak_mb"),
-            _extra("gpu_peak_mb"),
+            _extra(extra_keys.GPU_PEAK_MB),
+            _extra(extra_keys.GPU_PEAK_MB),
             size=True,
         ),
         # Counted under callgrind (instructions/): repeats to 1e-5, so it can judge a 1 ms test.
@@ -199,7 +200,7 @@ METRICS: dict[str, Metric] = {
             "instructions",
             "instructions",
             "instructions",
-            _extra("instructions"),
+            _extra(extra_keys.INSTRUCTIONS),
             lambda s: None,  # per Python function instead: comparison.function_findings
         ),
         Metric(
@@ -208,7 +209,7 @@ METRICS: dict[str, Metric] = {
             "leaks",
             "memory",
             _leak_count,
-            _extra("leak_probability"),
+            _extra(extra_keys.LEAK_PROBABILITY),
             line_unit="",
             compared=False,
         ),
@@ -241,11 +242,11 @@ class Availability:
 
 def missing_reason(metric: Metric, profile: TestProfile, why: Availability) -> str:
     if metric.source == "cpu":
-        skipped = profile.extra.get("cpu_sampling_skipped") or "no samples"
+        skipped = profile.extra.get(extra_keys.CPU_SAMPLING_SKIPPED) or "no samples"
         return f"CPU sampling was skipped for this test ({skipped})"
     if metric.source == "gpu":
         return f"GPU profiling is off ({why.gpu})"
     if metric.source == "instructions":
-        missing = profile.extra.get("instructions_missing") or "the test was not counted"
+        missing = profile.extra.get(extra_keys.INSTRUCTIONS_MISSING) or "the test was not counted"
         return f"no instruction count ({missing})"
     return f"memory profiling is off ({why.memory})"

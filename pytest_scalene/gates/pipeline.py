@@ -16,10 +16,11 @@ from typing import Protocol
 
 import pytest
 
+from ..core import extra_keys
 from ..core.model import TestProfile
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
-from .repeat import CONFIRM_PAUSES_S, NOT_REPEATABLE_KEY, rerun_of, run_again
+from .repeat import CONFIRM_PAUSES_S, rerun_of, run_again
 
 
 class Judge(Protocol):
@@ -35,9 +36,7 @@ class Judge(Protocol):
         ...
 
 
-def confirm(
-    profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs: int
-) -> None:
+def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs: int) -> None:
     """A timed CPU regression must survive more runs after pauses before it fails: on a shared
     machine another process can slow every run of a test for seconds. Each round re-runs the
     call `runs` times; the fastest of all runs is what the judges then judge (docs/baselines.md,
@@ -45,7 +44,7 @@ def confirm(
     confirming = [judge for judge in judges if judge.confirms_cpu]
     for pause in CONFIRM_PAUSES_S:
         profile = profiler.session.tests[item.nodeid]
-        if NOT_REPEATABLE_KEY in profile.extra:
+        if extra_keys.NOT_REPEATABLE in profile.extra:
             return  # no more runs: judged on those it had
         if not any(judge.cpu_suspect(item, profile) for judge in confirming):
             return

@@ -15,7 +15,8 @@ of a comparison measure alike (docs/baselines.md, "Which run each figure comes f
 The test function is called again through `item.runtest()` with the fixture values of the first
 call: setup and teardown run once. A repeat never changes the test's outcome: a run that fails or
 skips (a test that is not idempotent) ends the repeats, its profile is dropped, and the test is
-judged on the runs before it, with a "not repeatable" note (NOT_REPEATABLE_KEY). Nor does it change
+judged on the runs before it, with a "not repeatable" note (extra["not_repeatable"]). Nor does it
+change
 pytest's counts: what a repeat reports of itself (subtests' reports, the warnings it raises)
 reaches no plugin (`quiet_rerun`).
 """
@@ -29,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from ..core import extra_keys
 from ..core.model import LineStats, TestProfile
 from ..sampling.profiler import Profiler
 
@@ -39,8 +41,6 @@ except ImportError:
 
 _CPU_FIELDS = ("cpu_python_s", "cpu_native_s", "cpu_system_s", "samples")
 SKIPPED = "cpu_sampling_skipped"
-CPU_RUNS_KEY = "cpu_runs"  # TestProfile.extra: the CPU seconds of each timed run
-CPU_RUNS_SPAN_KEY = "cpu_runs_span_s"  # and the wall seconds those runs added up to
 
 
 def _counted_extra(first: LineStats | None, other: LineStats) -> dict[str, Any]:
@@ -77,12 +77,12 @@ def combine_runs(runs: list[TestProfile], warmup: bool = True) -> TestProfile:
             **{name: getattr(cpu, name) for name in _CPU_FIELDS},
             extra=_counted_extra(counted, cpu),
         )
-    merged.extra["repeat"] = len(runs)
+    merged.extra[extra_keys.REPEAT] = len(runs)
     # Every timed run's CPU time, for the baseline's distribution (baseline_entry.cpu_distribution)
-    earlier = [] if warmup else first.extra.get(CPU_RUNS_KEY, [first.cpu_s])
-    merged.extra[CPU_RUNS_KEY] = [*earlier, *(round(r.cpu_s, 6) for r in runs[1:])]
-    span = 0.0 if warmup else first.extra.get(CPU_RUNS_SPAN_KEY, first.elapsed_s)
-    merged.extra[CPU_RUNS_SPAN_KEY] = round(span + sum(r.elapsed_s for r in runs[1:]), 6)
+    earlier = [] if warmup else first.extra.get(extra_keys.CPU_RUNS, [first.cpu_s])
+    merged.extra[extra_keys.CPU_RUNS] = [*earlier, *(round(r.cpu_s, 6) for r in runs[1:])]
+    span = 0.0 if warmup else first.extra.get(extra_keys.CPU_RUNS_SPAN_S, first.elapsed_s)
+    merged.extra[extra_keys.CPU_RUNS_SPAN_S] = round(span + sum(r.elapsed_s for r in runs[1:]), 6)
     return merged
 
 
@@ -91,7 +91,6 @@ MAX_RUNS = 1000  # with a duration: a test of next to no time stops here
 # the runs, the rounds span ~10 s, longer than the slowest CPU phase seen on the development VM
 # (6.5 s; docs/baselines.md).
 CONFIRM_PAUSES_S = (0.5, 1.0, 2.0, 4.0)
-NOT_REPEATABLE_KEY = "not_repeatable"  # in TestProfile.extra: why the repeats stopped early
 
 
 # Hooks through which a test's call reports on itself while it runs (pytest's `subtests` fixture
@@ -190,12 +189,12 @@ def run_again(
     than `until_s` (at most MAX_RUNS runs), each profiled apart, and replace the test's profile
     (already in the session: the first run's when `warmup`) with the combination of all runs.
     A run that raises (fails, skips) ends the repeats without changing the test's outcome: its
-    profile is dropped and the others combined, the profile noting it under NOT_REPEATABLE_KEY;
+    profile is dropped and the others combined, the profile noting it under "not_repeatable";
     the note is returned (None when every run passed). An interrupt (Ctrl-C, pytest.exit)
     propagates."""
     tests = profiler.session.tests
     runs = [tests.pop(nodeid)]
-    note = runs[0].extra.get(NOT_REPEATABLE_KEY)
+    note = runs[0].extra.get(extra_keys.NOT_REPEATABLE)
 
     def wanted() -> bool:
         if len(runs) <= times:
@@ -221,5 +220,5 @@ def run_again(
     finally:
         combined = tests[nodeid] = combine_runs(runs, warmup)
         if note is not None:
-            combined.extra[NOT_REPEATABLE_KEY] = note
+            combined.extra[extra_keys.NOT_REPEATABLE] = note
     return note

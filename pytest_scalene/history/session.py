@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ..config.history_options import HistoryOptions
-from ..core import runenv
+from ..core import extra_keys, runenv
 from ..core.model import TestProfile
 from ..core.verdict import Verdict
 from ..gates.comparison import CPU_TIMED, NoiseRule
@@ -24,7 +24,6 @@ from .schema import options_key
 from .store import HistoryError
 from .urls import describe
 
-HISTORY_KEY = "history"  # TestProfile.extra: how the test was judged against history
 NOT_RECORDED = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
 
 
@@ -91,7 +90,7 @@ class History:
         if not self.options.compare:
             return []
         found, notes = self._verdicts(item.nodeid)
-        profile.extra[HISTORY_KEY] = {
+        profile.extra[extra_keys.HISTORY] = {
             "runs": max((v.runs for v in found), default=len(self.recent.get(item.nodeid, []))),
             "machine": self.machine,
             "notes": notes,
@@ -125,7 +124,7 @@ class History:
     def write_summary(self, terminalreporter: Any) -> None:
         lines = list(self.summary)
         for nodeid, profile in self.profiler.session.tests.items():
-            history = profile.extra.get(HISTORY_KEY)
+            history = profile.extra.get(extra_keys.HISTORY)
             if isinstance(history, dict):
                 lines += [f"{nodeid}: {note}" for note in history.get("notes", [])]
         if lines:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from ..core import extra_keys
 from ..core.atomic_write import write_text_atomic
 from ..core.dir_lock import locked
 from ..core.model import TestProfile, counted_calls
@@ -32,10 +33,6 @@ from ..gates.comparison import NoiseRule
 from ..sampling.profiler import Profiler
 from . import runner
 
-COUNT_KEY = "instructions"  # profile.extra: the test's count (gates.METRICS)
-FUNCTIONS_KEY = "instructions_functions"  # profile.extra: inclusive count per Python function
-ENVIRONMENT_KEY = "instructions_environment"  # profile.extra: what the counts depend on
-MISSING_KEY = "instructions_missing"  # profile.extra: why a test that needs counts has none
 SHARED_DIR_KEY = "pytest_scalene_counts_dir"  # xdist workerinput: where the workers share counts
 SHARED_FILE = "counts.json"
 # A test runs 40-120x slower under callgrind (docs/baselines.md, "Cost"): a user's pytest-timeout
@@ -185,11 +182,11 @@ class InstructionCounts:
 
 def attach(profile: TestProfile, counted: runner.Counted | str) -> None:
     if isinstance(counted, str):
-        profile.extra[MISSING_KEY] = counted
+        profile.extra[extra_keys.INSTRUCTIONS_MISSING] = counted
         return
-    profile.extra[COUNT_KEY] = counted.instructions
-    profile.extra[FUNCTIONS_KEY] = dict(sorted(counted.functions.items()))
-    profile.extra[ENVIRONMENT_KEY] = dict(counted.fingerprint)
+    profile.extra[extra_keys.INSTRUCTIONS] = counted.instructions
+    profile.extra[extra_keys.INSTRUCTIONS_FUNCTIONS] = dict(sorted(counted.functions.items()))
+    profile.extra[extra_keys.INSTRUCTIONS_ENVIRONMENT] = dict(counted.fingerprint)
 
 
 def _calls_of(counted: runner.Counted | str) -> int | None:

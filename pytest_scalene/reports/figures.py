@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core import extra_keys
 from ..core.model import LineStats, TestProfile
 from ..core.natural_values import number_or_zero
 from ..core.source import source_line
@@ -17,7 +18,7 @@ num = number_or_zero
 
 
 def wait_s(stats: LineStats) -> float:
-    return num(stats.extra.get("wait_s"))
+    return num(stats.extra.get(extra_keys.WAIT_S))
 
 
 def time_of(profile: TestProfile) -> float:
@@ -26,12 +27,14 @@ def time_of(profile: TestProfile) -> float:
 
 
 def peak_of(profile: TestProfile) -> float:
-    peak = num(profile.extra.get("peak_mb"))
-    return peak or max((num(s.extra.get("peak_mb")) for s in profile.lines.values()), default=0.0)
+    peak = num(profile.extra.get(extra_keys.PEAK_MB))
+    return peak or max(
+        (num(s.extra.get(extra_keys.PEAK_MB)) for s in profile.lines.values()), default=0.0
+    )
 
 
 def leaks_by_line(profile: TestProfile) -> dict[tuple[str, int], dict[str, Any]]:
-    leaks = profile.extra.get("leaks") or []
+    leaks = profile.extra.get(extra_keys.LEAKS) or []
     return {
         (str(leak.get("file")), int(leak.get("line", 0))): leak
         for leak in leaks
@@ -41,7 +44,7 @@ def leaks_by_line(profile: TestProfile) -> dict[tuple[str, int], dict[str, Any]]
 
 def chartable(extra: dict[str, Any]) -> list[Any]:
     """The "timeline" in `extra` when it reaches MIN_CHART_MB, else []."""
-    timeline = extra.get("timeline")
+    timeline = extra.get(extra_keys.TIMELINE)
     if not isinstance(timeline, list) or not timeline:
         return []
     return timeline if max(num(p[1]) for p in timeline) >= MIN_CHART_MB else []

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import extra_keys
 from ..core.model import SessionProfile, TestProfile
 from ..core.verdict import REGRESSION, Verdict
 from ..gates.metrics import METRICS
@@ -107,7 +108,7 @@ def _where(profile: TestProfile, verdict: Verdict) -> str:
     """The line cell: the verdict's line; for leaks the likeliest leak's; else the test."""
     if verdict.line:
         return code(verdict.line)
-    leaks = [x for x in profile.extra.get("leaks") or [] if isinstance(x, dict)]
+    leaks = [x for x in profile.extra.get(extra_keys.LEAKS) or [] if isinstance(x, dict)]
     if verdict.metric == "leaks" and leaks:
         worst = max(leaks, key=lambda x: x.get("probability") or 0)
         return code(f"{worst.get('file')}:{worst.get('line')}")
@@ -115,13 +116,13 @@ def _where(profile: TestProfile, verdict: Verdict) -> str:
 
 
 def _top_lines(profile: TestProfile, rootdir: str) -> list[str]:
-    memory = "peak_mb" in profile.extra
+    memory = extra_keys.PEAK_MB in profile.extra
     total = profile.cpu_s or 1.0
     header = f"#### {code(profile.nodeid)} ({profile.outcome}, CPU {profile.cpu_s:.2f} s"
-    header += f", peak {profile.extra['peak_mb']:.1f} MB)" if memory else ")"
+    header += f", peak {profile.extra[extra_keys.PEAK_MB]:.1f} MB)" if memory else ")"
     ranked = sorted(
         profile.lines.items(),
-        key=lambda kv: (kv[1].cpu_s, kv[1].extra.get("peak_mb", 0.0)),
+        key=lambda kv: (kv[1].cpu_s, kv[1].extra.get(extra_keys.PEAK_MB, 0.0)),
         reverse=True,
     )[:TOP_LINES]
     if not ranked:
@@ -133,7 +134,7 @@ def _top_lines(profile: TestProfile, rootdir: str) -> list[str]:
         "| --- | ---: | ---: |" + (" ---: |" if memory else "") + " --- |",
     ]
     for key, stats in ranked:
-        peak = f" {stats.extra.get('peak_mb', 0.0):.1f} |" if memory else ""
+        peak = f" {stats.extra.get(extra_keys.PEAK_MB, 0.0):.1f} |" if memory else ""
         rows.append(
             f"| {code(f'{key.file}:{key.line}')} {cell(key.function)} | {stats.cpu_s:.3f} | "
             f"{100 * stats.cpu_s / total:.0f} |{peak} "
@@ -143,7 +144,7 @@ def _top_lines(profile: TestProfile, rootdir: str) -> list[str]:
 
 
 def baseline_notes(profile: TestProfile) -> list[str]:
-    baseline = profile.extra.get("baseline")
+    baseline = profile.extra.get(extra_keys.BASELINE)
     notes = baseline.get("notes", []) if isinstance(baseline, dict) else []
     return [str(n) for n in notes] if isinstance(notes, list) else []
 
@@ -258,7 +259,11 @@ def render(session: SessionProfile, rootdir: str, outcomes: RunOutcomes | None =
 
     # Not repeatable first, each (a test's outcome is its first run's); then the comparisons'
     # notes, each said once for all the tests that share it.
-    repeats = [(p, str(p.extra["not_repeatable"])) for p in tests if "not_repeatable" in p.extra]
+    repeats = [
+        (p, str(p.extra[extra_keys.NOT_REPEATABLE]))
+        for p in tests
+        if extra_keys.NOT_REPEATABLE in p.extra
+    ]
     reported = [(p, n) for p in tests for n in baseline_notes(p)]
     flagged = {p.nodeid for p, _ in failed + repeats + reported}
     sampled = [p for p in tests if p.lines]  # an A/B run measures in workers: no lines here

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import extra_keys
 from ..core.model import TestProfile
 from ..core.natural_values import is_number
 from ..core.source import source_line
@@ -15,7 +16,6 @@ from ..core.verdict import REGRESSION, Verdict
 from ..gates.metrics import METRICS
 from .stored_baselines import Baselines
 
-AB_KEY = "ab"  # the test's A/B comparison in its profile (ab/plugin.py, docs/json-schema.md)
 MAX_SOURCE = 60  # characters of a line's source text in a table cell
 MAX_SHORT = 300  # characters of a regression's message in its one-line form
 
@@ -66,7 +66,7 @@ def _place(line: str) -> tuple[str, int, str] | None:
 
 
 def _ab(profile: TestProfile) -> dict[str, Any] | None:
-    found = profile.extra.get(AB_KEY)
+    found = profile.extra.get(extra_keys.AB)
     return found if isinstance(found, dict) and "verdict" in found else None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..core import extra_keys
 from ..core.model import TestProfile
 from ..core.source import source_path
 from ..gates import baseline_store
@@ -36,7 +37,7 @@ class Baselines:
         self._read: dict[str, baseline_store.ModuleBaseline | None] = {}
 
     def entry(self, profile: TestProfile) -> baseline_store.TestEntry | None:
-        found = profile.extra.get("baseline")
+        found = profile.extra.get(extra_keys.BASELINE)
         file = found.get("file") if isinstance(found, dict) else None
         if not isinstance(file, str) or not file:
             return None

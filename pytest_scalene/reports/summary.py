@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..core import extra_keys
 from ..core.model import SessionProfile, TestProfile
 from ..core.natural_values import format_seconds
 from ..core.verdict import REGRESSION
-from ..gates.repeat import NOT_REPEATABLE_KEY
 from ..sampling.leaks import SESSION_MIN_TESTS, SESSION_RETAINED_MB, SessionLine
 from .figures import num, peak_of, session_line, source_text, verdict_text
 from .leak_lines import (
@@ -57,8 +57,8 @@ def _suite_lines(tests: list[TestProfile]) -> list[_SuiteLine]:
         for key, stats in profile.lines.items():
             entry = found.setdefault((key.file, key.line), _SuiteLine(key.file, key.line))
             entry.cpu_s += stats.cpu_s
-            entry.peak_mb = max(entry.peak_mb, num(stats.extra.get("peak_mb")))
-            entry.alloc_mb += num(stats.extra.get("alloc_mb"))
+            entry.peak_mb = max(entry.peak_mb, num(stats.extra.get(extra_keys.PEAK_MB)))
+            entry.alloc_mb += num(stats.extra.get(extra_keys.ALLOC_MB))
             entry.test_ids.add(profile.nodeid)
     return list(found.values())
 
@@ -88,7 +88,9 @@ def _top_tests(tests: list[TestProfile], width: int) -> list[str]:
             if peak >= MIN_SHOWN
         ],
     )
-    gpu = sorted(((num(t.extra.get("gpu_peak_mb")), t) for t in tests), key=lambda pt: -pt[0])
+    gpu = sorted(
+        ((num(t.extra.get(extra_keys.GPU_PEAK_MB)), t) for t in tests), key=lambda pt: -pt[0]
+    )
     out += _ranked(
         "Top tests by GPU memory:",
         [
@@ -199,7 +201,9 @@ def _failed_gates(tests: list[TestProfile], width: int) -> list[str]:
 
 def _not_repeatable(tests: list[TestProfile], width: int) -> list[str]:
     found = [
-        (t.nodeid, str(t.extra[NOT_REPEATABLE_KEY])) for t in tests if NOT_REPEATABLE_KEY in t.extra
+        (t.nodeid, str(t.extra[extra_keys.NOT_REPEATABLE]))
+        for t in tests
+        if extra_keys.NOT_REPEATABLE in t.extra
     ]
     if not found:
         return []

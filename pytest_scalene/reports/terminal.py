@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ..core import extra_keys
 from ..core.model import LineKey, LineStats, SessionProfile, TestProfile
 from ..core.natural_values import format_seconds
 from .figures import (
@@ -52,14 +53,14 @@ def _score(profile: TestProfile, stats: LineStats, totals: tuple[float, float, f
     if time_total > 0:
         shares.append((stats.cpu_s + wait_s(stats)) / time_total)
     if peak_total > 0:
-        shares.append(num(stats.extra.get("peak_mb")) / peak_total)
+        shares.append(num(stats.extra.get(extra_keys.PEAK_MB)) / peak_total)
     if alloc_total > 0:
-        shares.append(num(stats.extra.get("alloc_mb")) / alloc_total)
+        shares.append(num(stats.extra.get(extra_keys.ALLOC_MB)) / alloc_total)
     return max(shares)
 
 
 def _totals(profile: TestProfile) -> tuple[float, float, float]:
-    alloc = sum(num(s.extra.get("alloc_mb")) for s in profile.lines.values())
+    alloc = sum(num(s.extra.get(extra_keys.ALLOC_MB)) for s in profile.lines.values())
     return time_of(profile), peak_of(profile), alloc
 
 
@@ -97,19 +98,25 @@ def _columns(profile: TestProfile) -> list[_Column]:
     if has("wait_s"):
         columns.append(_Column("wait\n%", lambda k, s: _pct(wait_s(s) / total)))
     if has("peak_mb"):
-        columns.append(_Column("peak\nMB", lambda k, s: _fixed(num(s.extra.get("peak_mb")))))
+        columns.append(
+            _Column("peak\nMB", lambda k, s: _fixed(num(s.extra.get(extra_keys.PEAK_MB))))
+        )
     if has("alloc_mb"):
-        columns.append(_Column("alloc\nMB", lambda k, s: _fixed(num(s.extra.get("alloc_mb")))))
+        columns.append(
+            _Column("alloc\nMB", lambda k, s: _fixed(num(s.extra.get(extra_keys.ALLOC_MB))))
+        )
     if has("python_alloc_fraction"):
 
         def python_share(k: LineKey, s: LineStats) -> str:
-            if "python_alloc_fraction" not in s.extra:
+            if extra_keys.PYTHON_ALLOC_FRACTION not in s.extra:
                 return ""
-            return f"{100 * num(s.extra['python_alloc_fraction']):.0f}%"
+            return f"{100 * num(s.extra[extra_keys.PYTHON_ALLOC_FRACTION]):.0f}%"
 
         columns.append(_Column("py\nmem", python_share))
     if has("copy_mb_s"):
-        columns.append(_Column("copy\nMB/s", lambda k, s: _fixed(num(s.extra.get("copy_mb_s")))))
+        columns.append(
+            _Column("copy\nMB/s", lambda k, s: _fixed(num(s.extra.get(extra_keys.COPY_MB_S))))
+        )
     leaks = leaks_by_line(profile)
     if leaks:
 
@@ -120,10 +127,14 @@ def _columns(profile: TestProfile) -> list[_Column]:
         columns.append(_Column("leak\nprob", leak))
     if has("gpu_util_percent"):
         columns.append(
-            _Column("gpu\n%", lambda k, s: _pct(num(s.extra.get("gpu_util_percent")) / 100))
+            _Column(
+                "gpu\n%", lambda k, s: _pct(num(s.extra.get(extra_keys.GPU_UTIL_PERCENT)) / 100)
+            )
         )
     if has("gpu_peak_mb"):
-        columns.append(_Column("gpu\nMB", lambda k, s: _fixed(num(s.extra.get("gpu_peak_mb")), 0)))
+        columns.append(
+            _Column("gpu\nMB", lambda k, s: _fixed(num(s.extra.get(extra_keys.GPU_PEAK_MB)), 0))
+        )
     return columns
 
 
@@ -186,12 +197,12 @@ def _header(profile: TestProfile, width: int) -> list[str]:
     if wait > 0:
         figures.append(f"wait {wait:.2f} s")
     peak = peak_of(profile)
-    if peak > 0 or "peak_mb" in profile.extra:
+    if peak > 0 or extra_keys.PEAK_MB in profile.extra:
         figures.append(f"peak {peak:.1f} MB")
-    if "gpu_peak_mb" in profile.extra:
-        figures.append(f"gpu {num(profile.extra['gpu_peak_mb']):.0f} MB")
-    if "instructions" in profile.extra:
-        figures.append(f"instructions {num(profile.extra['instructions']) / 1e6:,.3f} M")
+    if extra_keys.GPU_PEAK_MB in profile.extra:
+        figures.append(f"gpu {num(profile.extra[extra_keys.GPU_PEAK_MB]):.0f} MB")
+    if extra_keys.INSTRUCTIONS in profile.extra:
+        figures.append(f"instructions {num(profile.extra[extra_keys.INSTRUCTIONS]) / 1e6:,.3f} M")
     out += wrap("  ".join(figures), width, INDENT, INDENT * 2)
 
     timeline = chartable(profile.extra)
@@ -240,7 +251,9 @@ def _table(profile: TestProfile, positions: set[Position], rootdir: str, width: 
     if spark:
         fixed += LINE_SPARK_WIDTH + 1
     source_width = max(0, width - fixed)  # the figures stay whole; the source text gives way
-    end = max([profile.elapsed_s] + [num(p[0]) for p in profile.extra.get("timeline") or []])
+    end = max(
+        [profile.elapsed_s] + [num(p[0]) for p in profile.extra.get(extra_keys.TIMELINE) or []]
+    )
 
     def row(line: str, figures: Iterable[str], memory: str, source: str) -> str:
         parts = [pad(line, line_width, True)]

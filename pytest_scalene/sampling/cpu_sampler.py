@@ -35,6 +35,7 @@ from time import clock_gettime as _clock_gettime
 from types import FrameType
 from typing import Protocol
 
+from ..core import extra_keys
 from ..core.model import LineKey, TestProfile
 from .call_sites import on_call
 from .scope import CodeScope, where_it_ran
@@ -378,7 +379,9 @@ class CpuSampler:
                 stats.samples += 1
                 if is_main and self.clock == "wall":
                     waited = max(0.0, elapsed_wall - used)
-                    stats.extra["wait_s"] = stats.extra.get("wait_s", 0.0) + waited
+                    stats.extra[extra_keys.WAIT_S] = (
+                        stats.extra.get(extra_keys.WAIT_S, 0.0) + waited
+                    )
         for listener in self.listeners:
             listener.on_cpu_sample(profile, main_frame, main_key[0] if main_key else None, main_cpu)
         self._user, self._system = usage.ru_utime, usage.ru_stime

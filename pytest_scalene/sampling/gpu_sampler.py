@@ -15,6 +15,7 @@ from types import FrameType
 
 import pytest
 
+from ..core import extra_keys
 from ..core.model import LineKey, TestProfile
 from .gpu_nvml import MB, GpuUnavailable, NvmlDevices, Reading, open_nvml
 from .profiler import Profiler
@@ -78,9 +79,11 @@ class GpuSampler:
             high_water is not None
             and start is not None
             and high_water > start
-            and profile.extra.get("gpu_memory_scope") == "process"
+            and profile.extra.get(extra_keys.GPU_MEMORY_SCOPE) == "process"
         ):
-            profile.extra["gpu_peak_mb"] = max(profile.extra["gpu_peak_mb"], high_water / MB)
+            profile.extra[extra_keys.GPU_PEAK_MB] = max(
+                profile.extra[extra_keys.GPU_PEAK_MB], high_water / MB
+            )
         if self._reads and self._reuses > self._reads:
             cost_us = 1e6 * self._read_s / self._reads
             self.note(
@@ -123,10 +126,10 @@ class GpuSampler:
         reading = self._last = self.devices.read()
         extra = profile.extra
         used_mb = reading.used_bytes / MB
-        if used_mb > extra.get("gpu_peak_mb", -1.0):
-            extra["gpu_peak_mb"] = used_mb
+        if used_mb > extra.get(extra_keys.GPU_PEAK_MB, -1.0):
+            extra[extra_keys.GPU_PEAK_MB] = used_mb
         if reading.scope == "device":
-            extra["gpu_memory_scope"] = "device"
+            extra[extra_keys.GPU_MEMORY_SCOPE] = "device"
             if reading.why_device not in self._said:  # said once, not at every sample
                 self._said.add(reading.why_device)
                 names = ", ".join(sorted(set(self.devices.names)))
@@ -135,7 +138,7 @@ class GpuSampler:
                     f"the whole device ({names}), every process included: {reading.why_device}"
                 )
         else:
-            extra.setdefault("gpu_memory_scope", "process")
+            extra.setdefault(extra_keys.GPU_MEMORY_SCOPE, "process")
         return reading
 
     def _charge(
@@ -149,11 +152,11 @@ class GpuSampler:
         if reading.util_percent is not None:
             count_key = (profile.nodeid, key)
             count = self._util_samples[count_key] = self._util_samples.get(count_key, 0) + 1
-            mean = extra.get("gpu_util_percent", 0.0)
-            extra["gpu_util_percent"] = mean + (reading.util_percent - mean) / count
+            mean = extra.get(extra_keys.GPU_UTIL_PERCENT, 0.0)
+            extra[extra_keys.GPU_UTIL_PERCENT] = mean + (reading.util_percent - mean) / count
         used_mb = reading.used_bytes / MB
-        if used_mb > extra.get("gpu_peak_mb", -1.0):
-            extra["gpu_peak_mb"] = used_mb
+        if used_mb > extra.get(extra_keys.GPU_PEAK_MB, -1.0):
+            extra[extra_keys.GPU_PEAK_MB] = used_mb
 
 
 class GpuSetup:

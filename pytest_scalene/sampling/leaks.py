@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import extra_keys
 from ..core.model import LineKey
 
 REPORT_PROBABILITY = 0.95
@@ -109,7 +110,7 @@ def retained(net_bytes: int, held: Mapping[LineKey, int]) -> list[dict]:
 def retained_at(extra: Mapping[str, Any]) -> dict[tuple[str, int], float]:
     """A profile's `retained` entries as (file, line) -> MB."""
     found: dict[tuple[str, int], float] = {}
-    for entry in extra.get("retained") or []:
+    for entry in extra.get(extra_keys.RETAINED) or []:
         if isinstance(entry, dict):
             where = (str(entry.get("file")), int(entry.get("line", 0)))
             found[where] = found.get(where, 0.0) + float(entry.get("mb") or 0.0)
@@ -138,7 +139,7 @@ def session_retained(
     extra), reaches `min_mb` in SESSION_MIN_TESTS tests or more, largest first."""
     found: dict[tuple[str, int], SessionLine] = {}
     for extra in extras:
-        for entry in extra.get("retained") or []:
+        for entry in extra.get(extra_keys.RETAINED) or []:
             if not isinstance(entry, dict):
                 continue
             file, line = str(entry.get("file")), int(entry.get("line", 0))

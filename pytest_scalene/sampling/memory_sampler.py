@@ -11,14 +11,7 @@ drains the buffer at the main thread's next bytecode boundary, charging each sam
 innermost profiled frame of its own stack (without a usable stack: to where its thread, or the main
 thread, is when drained); the buffer loses nothing, and is drained again at the end.
 
-Per line (JSON keys): peak_mb and avg_mb (footprint above the test's start at the line's
-samples), alloc_mb (net growth at its grow samples), python_alloc_fraction (Python's share of
-the bytes allocated in its samples' windows), copy_mb (MB copied, counted in whole copy steps)
-and copy_mb_s (those MB / the line's CPU time), timeline, and leak_probability / leak_rate_mb_s
-where the line holds tracked allocations. Per test: peak_mb (exact high-water mark), alloc_mb,
-copy_mb and copy_mb_s (over the test's time), timeline, retained (the net growth split across
-the lines still holding tracked allocations), and the leak suspects under held, which
-gates/leak_confirm.py moves to leaks when a run again confirms them.
+The figures it writes, per line and per test, are the memory keys of core/extra_keys.py.
 """
 
 from __future__ import annotations
@@ -35,7 +28,7 @@ from sys import _getframe
 from types import CodeType, FrameType, FunctionType, MethodType
 from typing import Any
 
-from ..core import runenv
+from ..core import extra_keys, runenv
 from ..core.model import LineKey, TestProfile
 from . import leaks, timeline
 from .cpu_sampler import CpuSampler
@@ -333,61 +326,62 @@ class MemorySampler:
         native = self.native
         start_fp, end_fp = self._start_footprint, native.footprint()
         self._points.append((elapsed_s, (end_fp - start_fp) / MB))
-        profile.extra["peak_mb"] = max(0.0, (native.peak() - start_fp) / MB)
-        profile.extra["alloc_mb"] = max(0.0, self._grown / MB)
-        profile.extra["copy_mb"] = self._copied / MB
-        profile.extra["copy_mb_s"] = self._copied / MB / elapsed_s if elapsed_s > 0 else 0.0
+        profile.extra[extra_keys.PEAK_MB] = max(0.0, (native.peak() - start_fp) / MB)
+        profile.extra[extra_keys.ALLOC_MB] = max(0.0, self._grown / MB)
+        copied_mb = profile.extra[extra_keys.COPY_MB] = self._copied / MB
+        profile.extra[extra_keys.COPY_MB_S] = copied_mb / elapsed_s if elapsed_s > 0 else 0.0
         resident = self._resident.peak_growth()
         if resident is not None:
-            profile.extra["rss_mb"] = max(0.0, resident / MB)
-        profile.extra["timeline"] = timeline.reduce(self._points)
+            profile.extra[extra_keys.RSS_MB] = max(0.0, resident / MB)
+        profile.extra[extra_keys.TIMELINE] = timeline.reduce(self._points)
         if not self._lines and not self._rss_lines and not profile.lines:
             # No sample landed (most short tests): no line figures, no tracked allocation.
-            profile.extra["retained"] = []
-            profile.extra["leaks"] = []
-            profile.extra["held"] = []
+            profile.extra[extra_keys.RETAINED] = []
+            profile.extra[extra_keys.LEAKS] = []
+            profile.extra[extra_keys.HELD] = []
             return
         evidence = []
         held: dict[LineKey, int] = {}
         for key, line in self._lines.items():
             stats = profile.line(key, line.function_line)
             extra = stats.extra
-            extra["peak_mb"] = max([0.0, *line.footprints])
-            extra["avg_mb"] = (
+            extra[extra_keys.PEAK_MB] = max([0.0, *line.footprints])
+            extra[extra_keys.AVG_MB] = (
                 max(0.0, sum(line.footprints) / len(line.footprints)) if line.footprints else 0.0
             )
-            extra["alloc_mb"] = max(0.0, line.grown / MB)
-            extra["python_alloc_fraction"] = (
+            extra[extra_keys.ALLOC_MB] = max(0.0, line.grown / MB)
+            extra[extra_keys.PYTHON_ALLOC_FRACTION] = (
                 min(1.0, line.python / line.allocated) if line.allocated > 0 else 0.0
             )
-            extra["copy_mb"] = line.copied / MB
+            extra[extra_keys.COPY_MB] = line.copied / MB
             seconds = stats.cpu_s if stats.cpu_s > 0 else elapsed_s
-            extra["copy_mb_s"] = line.copied / MB / seconds if seconds > 0 else 0.0
+            extra[extra_keys.COPY_MB_S] = line.copied / MB / seconds if seconds > 0 else 0.0
             if line.points:
-                extra["timeline"] = timeline.reduce(line.points)
+                extra[extra_keys.TIMELINE] = timeline.reduce(line.points)
             held[key] = sum(1 for i in line.held if not native.leak_freed(i))
             if line.tracked:
                 frees = sum(1 for i in line.tracked if native.leak_freed(i))
-                found = leaks.LineEvidence(key, len(line.tracked), frees, extra["alloc_mb"])
-                extra["leak_probability"] = found.probability
-                extra["leak_rate_mb_s"] = leaks.rate_mb_s(found.grown_mb, elapsed_s)
+                grown_mb = extra[extra_keys.ALLOC_MB]
+                found = leaks.LineEvidence(key, len(line.tracked), frees, grown_mb)
+                extra[extra_keys.LEAK_PROBABILITY] = found.probability
+                extra[extra_keys.LEAK_RATE_MB_S] = leaks.rate_mb_s(found.grown_mb, elapsed_s)
                 evidence.append(found)
         if resident is not None:
             for key, grown in self._rss_lines.items():
                 stats = profile.lines.get(key)
                 if stats is not None:
-                    stats.extra["rss_mb"] = grown / MB
+                    stats.extra[extra_keys.RSS_MB] = grown / MB
         for stats in profile.lines.values():  # lines with CPU samples only: nothing sampled
             for name in LINE_FIGURES:
                 stats.extra.setdefault(name, 0.0)
             if resident is not None:
-                stats.extra.setdefault("rss_mb", 0.0)
+                stats.extra.setdefault(extra_keys.RSS_MB, 0.0)
         grew = leaks.footprint_grew(start_fp, end_fp)
-        profile.extra["retained"] = leaks.retained(end_fp - start_fp, held)
+        profile.extra[extra_keys.RETAINED] = leaks.retained(end_fp - start_fp, held)
         suspects = leaks.report(evidence, grew, elapsed_s, leaks.retained_at(profile.extra))
         # Likely leaks only once a run again confirms them (gates/leak_confirm.py).
-        profile.extra["leaks"] = []
-        profile.extra["held"] = [{**s, "why": leaks.NOT_RUN_AGAIN} for s in suspects]
+        profile.extra[extra_keys.LEAKS] = []
+        profile.extra[extra_keys.HELD] = [{**s, "why": leaks.NOT_RUN_AGAIN} for s in suspects]
 
 
 # The samplers' signal handlers run on top of the frame they interrupt. What they allocate (a new

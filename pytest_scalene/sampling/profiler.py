@@ -9,6 +9,7 @@ from time import perf_counter  # bound now: a test may patch or delete time.perf
 from typing import Any, Protocol
 
 from ..config.options import ProfileOptions
+from ..core import extra_keys
 from ..core.model import SessionProfile, TestProfile
 from ..core.runenv import MARKER
 from .blocking_patches import BlockingPatches
@@ -19,7 +20,6 @@ from .signal_guard import SignalGuard
 # TestProfile.extra: the test is its process's first profiled test, so its first call carries
 # the process's warm-up (imports made on first use, first calls, caches filled): how much
 # depends on which tests ran before, not on the test's code (gates/judging.py).
-WARM_UP_KEY = "warm_up"
 
 
 class Collector(Protocol):
@@ -83,7 +83,7 @@ class Profiler:
         profile = self._current
         if profile is not None:
             self.note(f"{profile.nodeid}: {reason}")
-            profile.extra["cpu_sampling_skipped"] = reason  # budgets say so
+            profile.extra[extra_keys.CPU_SAMPLING_SKIPPED] = reason  # budgets say so
 
     def _on_sampler_error(self, exc: BaseException) -> None:
         self.note(f"CPU sampler stopped after an internal error: {exc!r}")
@@ -96,7 +96,7 @@ class Profiler:
         if profile is None:
             profile = self.session.tests[nodeid] = TestProfile(nodeid)
             if not self._warmed_up:
-                profile.extra[WARM_UP_KEY] = True
+                profile.extra[extra_keys.WARM_UP] = True
         self._warmed_up = True
         sampler = self._session_sampler()
         started: list[Collector] = []
@@ -110,7 +110,9 @@ class Profiler:
             sampler.start(profile)
         except SignalBusy as exc:
             self.note(f"CPU sampling skipped for tests that hold the timer signal: {exc}")
-            profile.extra["cpu_sampling_skipped"] = str(exc)  # CPU budgets say so, never pass
+            profile.extra[extra_keys.CPU_SAMPLING_SKIPPED] = str(
+                exc
+            )  # CPU budgets say so, never pass
             sampler = None
         guard = None
         if sampler is not None:
