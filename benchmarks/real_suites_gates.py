@@ -17,7 +17,7 @@ hot function of the suite's package, found by its qualified name:
 
 Modes: stored (`--profile-save-baseline`, then `--profile-compare`), instructions
 (`--profile-measure=instructions`, same), ab (`--profile-compare-ref=HEAD`) and history
-(`--profile-history` runs, then `--profile-history-compare`). A test counts as caught when it
+(`--profile-history` runs, then `--profile-compare-history`). A test counts as caught when it
 fails with a regression verdict, and as named when a failing verdict names the function.
 
     .venv/bin/python benchmarks/real_suites_gates.py --quick
@@ -548,7 +548,7 @@ MODE_ARGS = {
     "ab": ((), ("--profile", "--profile-compare-ref=HEAD", "--profile-select=all")),
     "history": (
         ("--profile", "--profile-history=.scalene/history.db"),
-        ("--profile", "--profile-history=.scalene/history.db", "--profile-history-compare"),
+        ("--profile", "--profile-history=.scalene/history.db", "--profile-compare-history"),
     ),
 }
 HISTORY_RUNS = 5  # recorded before the first judged run

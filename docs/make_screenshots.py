@@ -13,7 +13,7 @@ the failed test's hottest file (html-report-source.png) and its differential fla
 (html-report-diff-flame.png), and the suite's flame graphs (html-report-flame.png). --only-html:
 leave the terminal picture alone.
 
-Runs `pytest --profile --profile-details` on examples/ at 100 columns, saves its HTML report
+Runs `pytest --profile -v` on examples/ at 100 columns, saves its HTML report
 and a picture of its terminal report (the text drawn in a terminal-like page), and a picture of
 the HTML report of the hand-made session in tests/report_samples.py (fake figures that exercise
 every feature: memory, GPU, budgets, leaks). Needs headless Chromium (Debian's chromium package).
@@ -173,8 +173,8 @@ def main() -> None:
         report = work / "report.html"
         env = {**os.environ, "COLUMNS": "100"}
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "--profile", "--profile-details",
-             f"--profile-html={report}", "-p", "no:cacheprovider", "-q"],
+            [sys.executable, "-m", "pytest", "--profile", "-v",
+             f"--profile-html={report}", "-p", "no:cacheprovider"],
             cwd=work, env=env, capture_output=True, text=True,
         )  # fmt: skip
         lines = run.stdout.splitlines()

@@ -26,7 +26,7 @@ from .benchmark import fixture as benchmark_fixture
 from .benchmark.calls import BenchmarkCalls
 from .children import agent as child_agent
 from .children import collector as child_profiles
-from .config import flag_conflicts, ini_options
+from .config import flag_conflicts, ini_options, removed_options
 from .config.history_options import HistoryOptions
 from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions, add_options
 from .core import extra_keys, runenv
@@ -118,6 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
         child_plugin.register(config)  # the child session under valgrind: no profiling here
         return
     ini_options.resolve(config, config.option)  # ini keys for what the command line left out
+    removed_options.check_ini(config)  # a removed option's ini key says what replaces it
     options = ProfileOptions.from_config(config)
     profiler = Profiler(options, str(config.rootpath))
     config.add_cleanup(profiler.close)  # the sampler's signal and patches are kept till then
@@ -287,7 +288,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 AB_GATE = "the A/B comparison (--profile-compare-ref)"
 COUNT_GATE = "instruction counts (--profile-measure=instructions)"
-HISTORY_GATE = "the history (--profile-history-compare)"
+HISTORY_GATE = "the history (--profile-compare-history)"
 AB_NOTHING_TO_COMPARE = "the A/B comparison, nothing to compare with (new test or new setup)"
 
 

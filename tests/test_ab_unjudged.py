@@ -66,14 +66,14 @@ def test_a_history_that_cannot_judge_fails_the_run_unless_allowed(pytester):
     pytester.makepyfile("def test_one():\n    assert sum(range(1000))\n")
     db = pytester.path / "h.db"
     args = ("-p", "no:cacheprovider", "--profile-memory=no", f"--profile-history={db}")
-    result = pytester.runpytest_subprocess(*args, "--profile-history-compare")
+    result = pytester.runpytest_subprocess(*args, "--profile-compare-history")
     text = result.stdout.str()
     assert result.ret == EXIT_UNJUDGED, text
     result.assert_outcomes(passed=1)
-    assert "1 passing test(s) not judged: 1 by the history (--profile-history-compare)" in text
+    assert "1 passing test(s) not judged: 1 by the history (--profile-compare-history)" in text
     assert "not judged against history: 0 earlier passed run(s)" in text  # the note says why
     allowed = pytester.runpytest_subprocess(
-        *args, "--profile-history-compare", "--profile-allow-unjudged"
+        *args, "--profile-compare-history", "--profile-allow-unjudged"
     )
     assert allowed.ret == 0, allowed.stdout.str()
     assert "(not a failure: --profile-allow-unjudged is set)" in allowed.stdout.str()

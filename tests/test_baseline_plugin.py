@@ -72,7 +72,7 @@ def test_edits_above_and_inside_a_function_still_match_its_lines(pytester, monke
         pytester,
         "--profile-compare",
         "--profile-memory=no",
-        "--profile-regression=20",
+        "--profile-budget=regression=20",
         "--profile-json=profile.json",
     )
     result.assert_outcomes(passed=2)
@@ -132,11 +132,11 @@ def test_compare_without_baselines_is_a_usage_error(pytester):
 
 def test_memory_gates_without_memory_profiling_are_a_usage_error(pytester):
     pytester.makepyfile(test_mod=WORKLOAD)
-    result = run(pytester, "--profile", "--profile-memory=no", "--profile-fail-on-leak")
+    result = run(pytester, "--profile", "--profile-memory=no", "--profile-budget=leaks=false")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "ERROR: --profile-fail-on-leak needs memory profiling, which is off in this run "
+            "ERROR: --profile-budget leaks=... needs memory profiling, which is off in this run "
             "(--profile-memory=no)*"
         ]
     )
@@ -270,7 +270,7 @@ def test_xdist_controller_merges_and_verdicts_match_a_plain_run(pytester, monkey
     compare = (
         "--profile-compare",
         "--profile-memory=no",
-        "--profile-regression=5",
+        "--profile-budget=regression=5",
         "--profile-repeat=2",
     )
     plain = run(pytester, *compare, "--profile-json=plain.json")

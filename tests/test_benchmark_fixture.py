@@ -85,7 +85,7 @@ def suite(pytester: pytest.Pytester, tests: str = TESTS) -> None:
 
 def profiled(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict]:
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--profile", "--profile-details", "--profile-json=p.json", *args
+        "-p", "no:cacheprovider", "--profile", "-v", "--profile-json=p.json", *args
     )
     tests = json.loads((pytester.path / "p.json").read_text())["tests"]
     return result, {nodeid.split("::")[1]: test for nodeid, test in tests.items()}

@@ -4,6 +4,7 @@ profiles (memory, copy, leak and GPU figures under the JSON keys the samplers wr
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -14,6 +15,7 @@ from pytest_scalene.gates.budgets import (
     Budget,
     BudgetError,
     check,
+    parse_defaults,
     parse_marks,
     parse_size,
     parse_value,
@@ -265,6 +267,39 @@ def test_cpu_budget_when_sampling_was_skipped_fails_saying_why():
 
 
 def test_command_line_gates_apply_unless_the_marker_sets_its_own():
-    assert Budget().with_defaults(True, 50.0).limits == {"leaks": False, "copy_mb_s": 50.0}
-    own = Budget({"leaks": True, "copy_mb_s": 500.0}).with_defaults(True, 50.0)
-    assert own.limits == {"leaks": True, "copy_mb_s": 500.0}
+    defaults = parse_defaults([("leaks", "false"), ("copy_mb_s", "50 MB/s"), ("cpu_s", "2")])
+    assert Budget().with_defaults(defaults).limits == {
+        "leaks": False,
+        "copy_mb_s": 50.0,
+        "cpu_s": 2.0,
+    }
+    own = Budget({"leaks": True, "copy_mb_s": 500.0}).with_defaults(defaults)
+    assert own.limits == {"leaks": True, "copy_mb_s": 500.0, "cpu_s": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("entry", "limit"),
+    [
+        (("leaks", "FALSE"), False),
+        (("leaks", "yes"), True),
+        (("cpu_s", "500 ms"), 0.5),
+        (("peak_mb", "1 GB"), 1024.0),
+        (("instructions", "25M"), 25e6),
+        (("python_fraction", "0.5"), 0.5),
+    ],
+)
+def test_command_line_budget_values_read_as_the_marker_reads_them(entry, limit):
+    assert parse_defaults([entry]).limits[entry[0]] == pytest.approx(limit)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (("lekas", "false"), "--profile-budget lekas=false: unknown keyword 'lekas' (did you mean"),
+        (("leaks", "maybe"), "--profile-budget leaks=maybe: leaks='maybe': expected True"),
+        (("python_fraction", "2"), "--profile-budget python_fraction=2: "),
+    ],
+)
+def test_a_wrong_command_line_budget_names_the_entry(entry, message):
+    with pytest.raises(BudgetError, match=re.escape(message)):
+        parse_defaults([entry])

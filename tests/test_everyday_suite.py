@@ -157,7 +157,7 @@ def test_default_report_is_a_summary_of_two_screens(profiled: Run) -> None:
 
 
 def test_details_on_request(suite: Path) -> None:
-    detailed = run_suite(suite, "--profile", "--profile-details", "-k", "budgets")
+    detailed = run_suite(suite, "--profile", "-v", "-k", "budgets")
     text = "\n".join(_profile_section(detailed.output))
     assert "test_budgets.py::test_cpu_within_budget  [passed]" in text
     assert "Top tests by CPU" not in text

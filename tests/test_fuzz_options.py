@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from pytest_scalene.config.options import (
     Repeat,
-    _copy_rate,
     _fraction,
     _interval,
     _non_negative_float,
@@ -24,6 +23,8 @@ from pytest_scalene.config.options import (
     _size_bytes,
     positive_int,
 )
+from pytest_scalene.core.natural_values import BudgetError
+from pytest_scalene.gates.budgets import parse_defaults
 
 # Texts that look like numbers (in every spelling Python accepts or nearly accepts) and others.
 numeric_text = st.one_of(
@@ -64,10 +65,16 @@ def test_non_negative_float(text):
 
 @given(st.one_of(any_text, any_text.map(lambda t: t + "%"), any_text.map(lambda t: t + " ms")))
 def test_natural_values_are_finite_or_refused_quoting_the_text(text):
-    for convert in (_fraction, _interval, _copy_rate, _size_bytes):
+    for convert in (_fraction, _interval, _size_bytes):
         value = _value_or_error(convert, text)
         if not isinstance(value, Exception):
             assert math.isfinite(value) and value >= 0
+    try:  # --profile-budget's values: the marker's rules, the error naming the whole entry
+        limit = parse_defaults([("copy_mb_s", text)]).limits["copy_mb_s"]
+    except BudgetError as exc:
+        assert str(exc).startswith(f"--profile-budget copy_mb_s={text}: ")
+    else:
+        assert math.isfinite(limit) and limit >= 0
 
 
 @given(any_text)
@@ -106,8 +113,11 @@ OPTIONS = {
     "--profile-top": numeric_text,
     "--profile-memory-threshold": numeric_text,
     "--profile-repeat": st.one_of(numeric_text, numeric_text.map(lambda text: text + "s")),
-    "--profile-regression": numeric_text,
-    "--profile-max-copy-mb-s": numeric_text,
+    "--profile-budget": st.one_of(
+        numeric_text.map(lambda text: "regression=" + text),
+        numeric_text.map(lambda text: "copy_mb_s=" + text),
+        st.text(max_size=8),
+    ),
     "--profile-clock": st.one_of(st.sampled_from(["cpu", "wall", "CPU", ""]), st.text(max_size=5)),
     "--profile-memory": st.one_of(st.sampled_from(["auto", "yes", "no"]), st.text(max_size=5)),
     "--profile-gpu": st.sampled_from(["auto", "no", "maybe", ""]),

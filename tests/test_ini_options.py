@@ -12,6 +12,7 @@ import pytest
 from shim_support import outside_xdist
 
 from pytest_scalene.config import options
+from pytest_scalene.config.removed_options import REMOVED, ini_key
 
 SHOW = """
 def test_show(request):
@@ -30,7 +31,6 @@ INI = {
     "profile_html": ("perf/p.html", "PosixPath('perf/p.html')"),
     "profile_speedscope": ("s.json", "PosixPath('s.json')"),
     "profile_top": ("3", "3"),
-    "profile_details": ("true", "True"),
     "profile_memory": ("auto", "'auto'"),
     "profile_memory_threshold": ("1 MB", "1048576"),
     "profile_gpu": ("no", "'no'"),
@@ -43,12 +43,10 @@ INI = {
     "profile_select": ("all", "'all'"),
     "profile_compare_ref": ("HEAD", "'HEAD'"),  # the directory is made a git repository
     "profile_allow_unjudged": ("true", "True"),
-    "profile_regression": ("10%", "0.1"),
     "profile_markdown": ("summary.md", "PosixPath('summary.md')"),
-    "profile_fail_on_leak": ("true", "True"),
-    "profile_max_copy_mb_s": ("1 GB/s", "1024.0"),
+    "profile_budget": ("leaks=false 'copy_mb_s=1 GB/s'", "['leaks=false', 'copy_mb_s=1 GB/s']"),
     "profile_history": ("perf/history.db", "'perf/history.db'"),
-    "profile_history_compare": ("false", "False"),
+    "profile_compare_history": ("false", "False"),
     "profile_history_window": ("7", "7"),
 }
 # the command line wins over the ini keys above
@@ -61,8 +59,7 @@ CLI = {
     "profile_memory_threshold": ("--profile-memory-threshold=4096", "4096"),
     "profile_baseline_dir": ("--profile-baseline-dir=b", "'b'"),
     "profile_repeat": ("--profile-repeat=2", "Repeat(runs=2, seconds=0.0)"),
-    "profile_regression": ("--profile-regression=0.5", "0.5"),
-    "profile_max_copy_mb_s": ("--profile-max-copy-mb-s=5", "5.0"),
+    "profile_budget": ("--profile-budget=regression=0.5", "['regression=0.5']"),
     "profile_history_window": ("--profile-history-window=9", "9"),
 }
 
@@ -108,6 +105,7 @@ def test_every_profile_option_has_its_ini_key(pytester: pytest.Pytester) -> None
     text = pytester.runpytest("--help").stdout.str()
     flags = set(re.findall(r"^\s+(--profile[a-z-]*)", text, re.MULTILINE))
     keys = set(re.findall(r"^\s+(profile[a-z_]*) \(", text, re.MULTILINE))
+    keys -= {ini_key(flag) for flag in REMOVED}  # kept to say what replaces them
     assert len(flags) >= 20
     assert {f[2:].replace("-", "_") for f in flags} == keys
     assert keys == set(INI)  # a new option: add its case above
@@ -118,7 +116,9 @@ def test_every_profile_option_has_its_ini_key(pytester: pytest.Pytester) -> None
     [
         ("profile_interval = fast", "ini key profile_interval = 'fast': expected a number"),
         ("profile_clock = gpu", "ini key profile_clock = 'gpu': expected one of cpu, wall"),
-        ("profile_regression = ten", "expected a fraction such as 0.1 or a percentage such as 10%"),
+        ("profile_budget = regression=ten", "--profile-budget regression=ten: expected a fraction"),
+        ("profile_budget = leaks", "--profile-budget: expected KEYWORD=VALUE"),
+        ("profile_budget = lekas=false", "unknown keyword 'lekas' (did you mean 'leaks'?)"),
         ("profile_repeat = 0", "ini key profile_repeat = '0': expected a whole number >= 1"),
         ("profile = maybe", "ini key profile:"),
     ],
@@ -135,13 +135,9 @@ def test_bad_ini_values_are_usage_errors(pytester: pytest.Pytester, line: str, m
 @pytest.mark.parametrize(
     ("flag", "text", "expected"),
     [
-        ("--profile-regression", "10%", 0.1),
-        ("--profile-regression", "0.25", 0.25),
         ("--profile-interval", "10ms", 0.01),
         ("--profile-interval", "0.02 s", 0.02),
         ("--profile-memory-threshold", "2 MiB", 2097152),
-        ("--profile-max-copy-mb-s", "50 MB/s", 50.0),
-        ("--profile-max-copy-mb-s", "1 GB/s", 1024.0),
     ],
 )
 def test_natural_values(flag: str, text: str, expected: float) -> None:
@@ -151,7 +147,30 @@ def test_natural_values(flag: str, text: str, expected: float) -> None:
     assert argument.type(text) == pytest.approx(expected)
 
 
-def test_regression_as_a_percentage_on_the_command_line(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_show=SHOW.format(dests=["profile_regression"]))
-    result = pytester.runpytest("-s", "-p", "no:cacheprovider", "--profile-regression=10%")
-    assert "OPTION profile_regression 0.1" in result.stdout.str()
+GATES = """
+from pytest_scalene.config.options import GateOptions
+
+
+def test_show(pytestconfig):
+    gates = GateOptions.from_config(pytestconfig)
+    print("REGRESSION", gates.regression, "BUDGET", gates.budget)
+"""
+
+
+def test_a_budget_for_every_test_on_the_command_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_show=GATES)
+    budget = ("--profile-budget=regression=10%", "--profile-budget", "copy_mb_s=1 GB/s")
+    result = pytester.runpytest("-s", "-p", "no:cacheprovider", *budget)
+    assert "REGRESSION 0.1 BUDGET (('copy_mb_s', '1 GB/s'),)" in result.stdout.str()
+
+
+@pytest.mark.parametrize("flag", sorted(REMOVED))
+def test_a_removed_option_says_what_replaces_it(pytester: pytest.Pytester, flag: str) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"{flag}=1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"argument {flag}: was removed: use {REMOVED[flag]}" in result.stderr.str()
+    pytester.makeini(f"[pytest]\n{flag[2:].replace('-', '_')} = 1\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{flag} was removed: use {REMOVED[flag]}" in result.stderr.str()

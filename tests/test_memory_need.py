@@ -68,7 +68,7 @@ def test_plain_pytest_preloads_only_for_memory_budgets(tmp_path: Path) -> None:
 
 def test_every_option_that_profiles_every_test_wants_memory() -> None:
     # One list decides both (they were two, and disagreed: memory was missing under
-    # --profile-history-compare and --profile-compare-ref, "the shim is not preloaded").
+    # --profile-compare-history and --profile-compare-ref, "the shim is not preloaded").
     for name in runenv.PROFILE_EVERY_TEST + runenv.MEMORY_GATES:
         assert runenv.profiling_requested(argparse.Namespace(**{name: True})), name
     assert not runenv.profiling_requested(argparse.Namespace(profile_json="x.json"))
@@ -77,5 +77,5 @@ def test_every_option_that_profiles_every_test_wants_memory() -> None:
 @needs_shim
 def test_the_history_gate_profiles_memory(tmp_path: Path) -> None:
     store = f"--profile-history={tmp_path / 'history.sqlite'}"
-    shim = _shim_in_plain_run(tmp_path, "", store, "--profile-history-compare")
+    shim = _shim_in_plain_run(tmp_path, "", store, "--profile-compare-history")
     assert shim == "SHIM True"

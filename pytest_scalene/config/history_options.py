@@ -1,5 +1,5 @@
 """The history options: --profile-history (and the `profile_history` ini key), and judging a run
-against the recent runs of this machine (--profile-history-compare, --profile-history-window)."""
+against the recent runs of this machine (--profile-compare-history, --profile-history-window)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def add_history_options(group: pytest.OptionGroup) -> None:
         f"{INI_KEY} ini key; see docs/history.md)",
     )
     add(
-        "--profile-history-compare",
+        "--profile-compare-history",
         action="store_true",
         help="profile every test and fail those above the median plus the spread of their "
         "recent runs on this machine in the history store",
@@ -46,7 +46,7 @@ def add_history_options(group: pytest.OptionGroup) -> None:
         type=_window,
         default=DEFAULT_WINDOW,
         metavar="N",
-        help=f"--profile-history-compare judges against the last N runs (default "
+        help=f"--profile-compare-history judges against the last N runs (default "
         f"{DEFAULT_WINDOW}, at least {MIN_WINDOW})",
     )
 
@@ -60,10 +60,10 @@ class HistoryOptions:
     @classmethod
     def from_config(cls, config: pytest.Config) -> HistoryOptions:
         url = config.getoption("--profile-history") or None
-        compare = bool(config.getoption("--profile-history-compare"))
+        compare = bool(config.getoption("--profile-compare-history"))
         if compare and not url:
             raise pytest.UsageError(
-                "--profile-history-compare needs a history store: give --profile-history=URL "
+                "--profile-compare-history needs a history store: give --profile-history=URL "
                 f"or the {INI_KEY} ini key"
             )
         return cls(url, compare, config.getoption("--profile-history-window"))

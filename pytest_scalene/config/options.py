@@ -13,6 +13,7 @@ from ..core import runenv
 from ..core.natural_values import BudgetError, parse_duration, parse_fraction, parse_size
 from . import ini_options
 from .history_options import add_history_options
+from .removed_options import add_removed_options
 
 # The noise rule's default tolerances (gates/comparison.py), shown in --help.
 # Allowed growth by default. On a shared 2-core VM the CPU time of unchanged code has slow
@@ -102,18 +103,16 @@ def _size_bytes(text: str) -> int:
         return value
 
 
-def _copy_rate(text: str) -> float:
-    """MB/s, or a rate such as '50 MB/s' or '1 GB/s'."""
-    try:
-        return _positive_float(text)
-    except argparse.ArgumentTypeError as plain:
-        try:
-            value = parse_size(text, "rate", rate=True)
-        except BudgetError:
-            raise argparse.ArgumentTypeError(f"{plain}; or a rate such as '50 MB/s'") from None
-        if not value > 0:
-            raise plain from None
-        return value
+def budget_entry(text: str) -> str:
+    """--profile-budget's KEYWORD=VALUE (the value is checked with the marker's rules later,
+    where the keywords are known: gates/budgets.py)."""
+    keyword, equals, value = text.partition("=")
+    if not equals or not keyword.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected KEYWORD=VALUE with a perf_budget keyword, such as leaks=false or "
+            f"cpu_s=2s, got {text!r}"
+        )
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -221,11 +220,6 @@ def add_options(parser: pytest.Parser) -> None:
         " the line before and after it)",
     )
     add(
-        "--profile-details",
-        action="store_true",
-        help="the terminal report per test (as -v does); by default a summary of the suite",
-    )
-    add(
         "--profile-memory",
         choices=("auto", "yes", "no", "preload"),
         default="auto",
@@ -253,6 +247,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add_gate_options(group)
     add_history_options(group)
+    add_removed_options(group, parser)
 
 
 def add_gate_options(group: pytest.OptionGroup) -> None:
@@ -314,32 +309,22 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         "figures (memory, copy volume) from the first run (default 1)",
     )
     add(
-        "--profile-regression",
-        type=_fraction,
-        default=None,
-        metavar="FRACTION",
-        help="allowed growth over the baseline for every metric, e.g. 0.25 for +25%% (default: "
-        f"{DEFAULT_TOLERANCE['cpu_s']:g} for CPU time, "
-        f"{DEFAULT_TOLERANCE['peak_mb']:g} for memory and copy volume; perf_budget(regression=...) "
-        "overrides it per test)",
-    )
-    add(
         "--profile-markdown",
         type=_output_file,
         metavar="PATH",
         help="write a Markdown summary (gate failures, top lines) to PATH, e.g. for a CI summary",
     )
     add(
-        "--profile-fail-on-leak",
-        action="store_true",
-        help="fail every profiled test in which a leak is detected (needs memory profiling)",
-    )
-    add(
-        "--profile-max-copy-mb-s",
-        type=_copy_rate,
-        default=None,
-        metavar="MB_S",
-        help="fail every profiled test that copies more than MB_S MB/s (needs memory profiling)",
+        "--profile-budget",
+        action="append",
+        type=budget_entry,
+        default=[],
+        metavar="KEYWORD=VALUE",
+        help="a perf_budget limit for every profiled test whose markers do not set it "
+        "(repeatable): leaks=false fails a likely leak, copy_mb_s='1 GB/s', cpu_s=2s, "
+        "regression=10%% the allowed growth over the baseline (default: "
+        f"{DEFAULT_TOLERANCE['cpu_s']:g} for CPU time, {DEFAULT_TOLERANCE['peak_mb']:g} for memory "
+        "and copy volume); docs/budgets.md",
     )
 
 
@@ -385,10 +370,9 @@ class GateOptions:
     compare: bool
     baseline_dir: Path
     repeat: Repeat
-    regression: float | None
+    regression: float | None  # --profile-budget regression=...
     markdown_path: Path | None
-    fail_on_leak: bool
-    max_copy_mb_s: float | None
+    budget: tuple[tuple[str, str], ...] = ()  # --profile-budget's other KEYWORD=VALUE pairs
     measure: str = "time"
     compare_ref: str | None = None
     allow_unjudged: bool = False
@@ -398,17 +382,36 @@ class GateOptions:
     def from_config(cls, config: pytest.Config) -> GateOptions:
         opt = config.getoption
         baseline_dir = opt("--profile-baseline-dir")
+        budget = [_split(entry) for entry in opt("--profile-budget")]
         return cls(
             save_baseline=bool(opt("--profile-save-baseline")),
             compare=bool(opt("--profile-compare")),
             baseline_dir=Path(baseline_dir) if baseline_dir else config.rootpath / "baselines",
             repeat=opt("--profile-repeat"),
-            regression=opt("--profile-regression"),
+            regression=_regression(budget),
             markdown_path=opt("--profile-markdown"),
-            fail_on_leak=bool(opt("--profile-fail-on-leak")),
-            max_copy_mb_s=opt("--profile-max-copy-mb-s"),
+            budget=tuple(entry for entry in budget if entry[0] != "regression"),
             measure=opt("--profile-measure"),
             compare_ref=opt("--profile-compare-ref") or None,
             allow_unjudged=bool(opt("--profile-allow-unjudged")),
             select=opt("--profile-select"),
         )
+
+
+def _split(entry: str) -> tuple[str, str]:
+    try:
+        keyword, _, value = budget_entry(entry).partition("=")
+    except argparse.ArgumentTypeError as exc:  # an ini key's entry: not converted by argparse
+        raise pytest.UsageError(f"--profile-budget: {exc}") from None
+    return keyword.strip(), value.strip()
+
+
+def _regression(budget: list[tuple[str, str]]) -> float | None:
+    """The allowed growth over the baseline for every metric: --profile-budget regression=."""
+    given = [value for keyword, value in budget if keyword == "regression"]
+    if not given:
+        return None
+    try:
+        return _fraction(given[-1])
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"--profile-budget regression={given[-1]}: {exc}") from None

@@ -26,11 +26,11 @@ PROFILE_EVERY_TEST = (
     "profile",
     "profile_save_baseline",
     "profile_compare",
-    "profile_history_compare",
+    "profile_compare_history",
     "profile_compare_ref",
 )
-# Gates on memory figures of the profiled tests: the shim is wanted with them too.
-MEMORY_GATES = ("profile_fail_on_leak", "profile_max_copy_mb_s")
+# --profile-budget may limit memory figures of every profiled test: the shim is wanted with it.
+MEMORY_GATES = ("profile_budget",)
 
 _shim_problem: str | None = None
 

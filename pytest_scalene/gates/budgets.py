@@ -35,16 +35,11 @@ class Budget:
     limits: dict[str, float | bool] = field(default_factory=dict)  # leaks: bool, others: max
     regression: float | None = None  # allowed growth over the baseline, as a fraction
 
-    def with_defaults(self, fail_on_leak: bool, max_copy_mb_s: float | None) -> Budget:
-        """The command line's gates, for every profiled test that does not set its own."""
-        if not fail_on_leak and max_copy_mb_s is None:
+    def with_defaults(self, defaults: Budget) -> Budget:
+        """--profile-budget's limits, for every profiled test whose markers do not set them."""
+        if not defaults.limits:
             return self
-        limits = dict(self.limits)
-        if fail_on_leak:
-            limits.setdefault("leaks", False)
-        if max_copy_mb_s is not None:
-            limits.setdefault("copy_mb_s", max_copy_mb_s)
-        return Budget(limits, self.regression)
+        return Budget({**defaults.limits, **self.limits}, self.regression)
 
 
 _COUNT = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKMG]?)\s*$")
@@ -90,6 +85,34 @@ def parse_value(name: str, value: Any) -> float | bool:
     if name == "python_fraction" and number > 1:
         raise BudgetError(f"{what}: expected a fraction of CPU time between 0 and 1")
     return number
+
+
+_TRUTH = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def parse_defaults(entries: Iterable[tuple[str, str]]) -> Budget:
+    """--profile-budget's KEYWORD=VALUE pairs (regression left out: the options read it), with
+    the marker's keywords and rules; the last of a keyword wins. Raises BudgetError."""
+    limits: dict[str, float | bool] = {}
+    for name, text in entries:
+        where = f"--profile-budget {name}={text}"
+        if name not in KEYWORDS:
+            raise BudgetError(f"{where}: {_unknown(name)}")
+        value = _TRUTH.get(text.lower(), text) if name == "leaks" else _number_or_text(text)
+        try:
+            limits[name] = parse_value(name, value)
+        except BudgetError as exc:
+            raise BudgetError(f"{where}: {exc}") from None
+    return Budget(limits)
+
+
+def _number_or_text(text: str) -> float | str:
+    """A plain number as the marker gets it; a size, a duration or a count as text, which
+    parse_value reads with its unit."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _percent(text: str, what: str) -> float:

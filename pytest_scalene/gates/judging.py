@@ -21,7 +21,16 @@ from . import baseline_store
 from .baseline_entry import entry_from_profile
 from .baseline_judge import StoredBaselines, cold_first_call
 from .baseline_keep import within_noise
-from .budgets import BUDGET_KEY, MARKER, BudgetError, budget_of, check, parse_marks
+from .budgets import (
+    BUDGET_KEY,
+    MARKER,
+    NO_BUDGET,
+    BudgetError,
+    budget_of,
+    check,
+    parse_defaults,
+    parse_marks,
+)
 from .comparison import NoiseRule
 from .leak_confirm import confirm_leaks
 from .metrics import METRICS, Availability
@@ -39,8 +48,7 @@ class Budgets:
         self.gates = gates
 
     def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
-        options = self.gates.options
-        budget = budget_of(item).with_defaults(options.fail_on_leak, options.max_copy_mb_s)
+        budget = budget_of(item).with_defaults(self.gates.default_budget)
         return check(budget, profile, self.gates.availability()) if budget.limits else []
 
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
@@ -58,6 +66,7 @@ class Gates:
         self.rootdir = str(config.rootpath)
         self.stored = StoredBaselines(profiler, options, self.rootdir)  # --profile-compare
         self.budgets = Budgets(self)
+        self.default_budget = NO_BUDGET  # --profile-budget, read by check_session
         self.summary: list[str] = []  # lines for the terminal summary
         # Tests whose call phase runs: their subtests' reports (when == "call") are not judged.
         self.in_call: set[str] = set()
@@ -76,18 +85,15 @@ class Gates:
     def check_session(self) -> None:
         """Usage errors before any test runs; load the baselines to compare with."""
         opts = self.options
-        needs_memory = [
-            flag
-            for flag, on in (
-                ("--profile-fail-on-leak", opts.fail_on_leak),
-                ("--profile-max-copy-mb-s", opts.max_copy_mb_s is not None),
-            )
-            if on
-        ]
-        if needs_memory and (why := self.availability().memory) is not None:
+        try:
+            self.default_budget = parse_defaults(opts.budget)
+        except BudgetError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        on_memory = [k for k in self.default_budget.limits if METRICS[k].source == "memory"]
+        if on_memory and (why := self.availability().memory) is not None:
             raise pytest.UsageError(
-                f"{needs_memory[0]} needs memory profiling, which is off in this run "
-                f"({why}); without it this gate could never fail"
+                f"--profile-budget {on_memory[0]}=... needs memory profiling, which is off in "
+                f"this run ({why}); without it this gate could never fail"
             )
         if opts.compare:
             self.stored.load()

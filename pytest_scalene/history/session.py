@@ -1,6 +1,6 @@
 """The history in a pytest session, as plain methods that plugin.py's hooks call: record each
 run at the end of the session (on the xdist controller only, in one transaction), and with
---profile-history-compare judge each test against its recent runs on this machine (a judge of
+--profile-compare-history judge each test against its recent runs on this machine (a judge of
 gates/pipeline.py, the last one).
 """
 
@@ -86,7 +86,7 @@ class History:
         return next((v.message for v in found if v.metric in CPU_TIMED and not v.passed), None)
 
     def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
-        """--profile-history-compare's verdicts; how it judged goes under extra["history"]."""
+        """--profile-compare-history's verdicts; how it judged goes under extra["history"]."""
         if not self.options.compare:
             return []
         found, notes = self._verdicts(item.nodeid)

@@ -3,8 +3,8 @@
 Totals; how many tests were too short to measure; the costliest tests and lines of the whole
 suite by CPU and by memory; each likely leak and held suspect with its test and line, and
 lines that retained memory across tests; every failed budget and regression with its line; the
-tests a repeat could not run again. Per test details (terminal_report.render) come with -v or
---profile-details; the JSON and HTML reports hold everything.
+tests a repeat could not run again. Per test details (terminal_report.render) come with -v;
+the JSON and HTML reports hold everything.
 """
 
 from __future__ import annotations
@@ -218,8 +218,8 @@ def _not_repeatable(tests: list[TestProfile], width: int) -> list[str]:
 
 
 def wants_details(config: Any) -> bool:
-    """The per test report (-v or --profile-details) instead of the suite's summary."""
-    return bool(config.getoption("--profile-details")) or config.get_verbosity() > 0
+    """The per test report (-v) instead of the suite's summary."""
+    return config.get_verbosity() > 0
 
 
 def too_short(tests: list[TestProfile]) -> int:
@@ -253,7 +253,7 @@ def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) ->
     ]
     tail = wrap(
         [
-            "Per test details: -v or --profile-details;",
+            "Per test details: -v;",
             "all figures: --profile-json, --profile-html.",
         ],
         width,

@@ -1,6 +1,6 @@
 """--profile-history end to end: runs recorded by real pytest sessions (xdist: once, by the
 controller), the ini key, unusable stores stopping the run before any test, and
---profile-history-compare failing a test that slowed down against its recent runs."""
+--profile-compare-history failing a test that slowed down against its recent runs."""
 
 from __future__ import annotations
 
@@ -98,9 +98,9 @@ def test_an_interrupted_session_is_not_recorded(pytester):
 
 def test_history_compare_needs_a_store(pytester):
     pytester.makepyfile(test_mod=SUITE)
-    result = run(pytester, "--profile-history-compare")
+    result = run(pytester, "--profile-compare-history")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--profile-history-compare needs a history store*"])
+    result.stderr.fnmatch_lines(["*--profile-compare-history needs a history store*"])
 
 
 def _copies(db, count: int, cpu_s: float) -> None:
@@ -129,7 +129,7 @@ def test_history_compare_fails_a_test_far_above_its_recent_runs(pytester):
     db = pytester.path / "h.db"
     run(pytester, "--profile", f"--profile-history={db}").assert_outcomes(passed=2)
     _copies(db, 8, cpu_s=0.005)  # far below what crunch costs: it "regressed"
-    result = run(pytester, "--profile-history-compare", f"--profile-history={db}", "-rf")
+    result = run(pytester, "--profile-compare-history", f"--profile-history={db}", "-rf")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         ["CPU time regressed against history: * vs median * of the last 9 runs on this *"]
@@ -144,7 +144,7 @@ def test_history_compare_passes_a_test_within_its_recent_runs(pytester):
     _copies(db, 8, cpu_s=5.0)  # far above: nothing can regress
     out = pytester.path / "p.json"
     result = run(
-        pytester, "--profile-history-compare", f"--profile-history={db}", f"--profile-json={out}"
+        pytester, "--profile-compare-history", f"--profile-history={db}", f"--profile-json={out}"
     )
     result.assert_outcomes(passed=2)
     test = json.loads(out.read_text())["tests"]["test_mod.py::test_crunch"]
@@ -175,5 +175,5 @@ def test_history_confirmation_reruns_leave_the_subtest_count_unchanged(pytester)
         ["*2 passed, 3 subtests passed in *"]
     )
     _copies(db, 8, cpu_s=0.005)
-    result = run(pytester, "-v", "--profile-history-compare", f"--profile-history={db}")
+    result = run(pytester, "-v", "--profile-compare-history", f"--profile-history={db}")
     result.stdout.fnmatch_lines(["*1 failed, 1 passed, 3 subtests passed in *"])
