@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from verdicts import SUITE, TESTS  # noqa: E402
 
-from pytest_scalene.ab import session, verdict  # noqa: E402
+from pytest_scalene.compare_ref import session, verdict  # noqa: E402
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -19,13 +19,11 @@ from typing import Any
 
 import pytest
 
-from .ab import plugin as ab_plugin
-from .ab import session as ab_session
-from .ab.git_tree import saved_from
 from .benchmark import fixture as benchmark_fixture
 from .benchmark.calls import BenchmarkCalls
-from .children import agent as child_agent
-from .children import collector as child_profiles
+from .compare_ref import plugin as ab_plugin
+from .compare_ref import session as ab_session
+from .compare_ref.git_tree import saved_from
 from .config import flag_conflicts, ini_options, removed_options
 from .config.history_options import HistoryOptions
 from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions, add_options
@@ -50,6 +48,8 @@ from .sampling.gpu_sampler import GpuSetup
 from .sampling.profiler import Profiler
 from .sampling.stack_recorder import StackRecorder
 from .selection.session import Selection
+from .subprocesses import agent as child_agent
+from .subprocesses import collector as child_profiles
 from .xdist import report_relay as xdist_relay
 from .xdist import session_payload as xdist_bridge
 from .xdist.worker_preload import preloaded_workers

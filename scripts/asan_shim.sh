@@ -44,7 +44,7 @@ cmake --build "$build" --target _native -j2 >/dev/null
 
 pkg=$build/pkg/pytest_scalene
 rm -rf "$build/pkg" && mkdir -p "$pkg"
-cp -r pytest_scalene/. "$pkg/"  # sources, templates, children/site/
+cp -r pytest_scalene/. "$pkg/"  # sources, templates, subprocesses/site/
 find "$pkg" \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
 cp "$build"/_native*.so "$build/libpytest_scalene_shim.so" "$pkg/"
 [ -x "$build/venv/bin/python" ] || "$python" -m venv --without-pip "$build/venv"

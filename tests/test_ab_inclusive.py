@@ -1,5 +1,5 @@
-"""A/B figures per function, inclusive and self (pytest_scalene/ab/): the sampler charges each
-sample to every distinct function of the tree on the thread's stack (inclusive) beside the
+"""A/B figures per function, inclusive and self (pytest_scalene/compare_ref/): the sampler charges
+each sample to every distinct function of the tree on the thread's stack (inclusive) beside the
 innermost one (self); the report shows the inclusive ratio first, the one timeit would show,
 while the function rule still judges self shares (the inclusive ratio only vetoes). Fake frames
 and synthetic runs: fast and deterministic."""
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.ab import pairs, plugin, verdict, worker, worker_sampler, workers
-from pytest_scalene.ab import session as ab_session
+from pytest_scalene.compare_ref import pairs, plugin, verdict, worker, worker_sampler, workers
+from pytest_scalene.compare_ref import session as ab_session
 
 PROJECT = """
 def inner(sample):

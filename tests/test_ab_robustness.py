@@ -1,5 +1,5 @@
-"""The A/B machinery (pytest_scalene/ab/) in every frame state and when a worker fails: unit
-tests with fake frames, fake channels and fake workers, fast and deterministic. The end-to-end
+"""The A/B machinery (pytest_scalene/compare_ref/) in every frame state and when a worker fails:
+unit tests with fake frames, fake channels and fake workers, fast and deterministic. The end-to-end
 behaviour (a dying worker's note, the run's exit status) is in test_compare_ref.py."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.ab import pairs, verdict, worker, worker_sampler, workers
-from pytest_scalene.ab import session as ab_session
+from pytest_scalene.compare_ref import pairs, verdict, worker, worker_sampler, workers
+from pytest_scalene.compare_ref import session as ab_session
 
 
 def a_loop() -> int:

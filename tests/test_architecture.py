@@ -18,7 +18,7 @@ LAYERS = (
     ("gates",),  # metrics, budgets, comparison, baselines, repeat: profile -> verdict
     ("reports",),  # terminal, Markdown, HTML, JSON, speedscope: profile + verdict -> report
     # more sessions, and the benchmark fixture's tests
-    ("children", "xdist", "instructions", "history", "ab", "selection", "benchmark"),
+    ("subprocesses", "xdist", "instructions", "history", "compare_ref", "selection", "benchmark"),
     ("plugin", "cli"),  # the entry points: pytest's hooks, the command line
 )
 MAX_LINES = 420  # "about 400"
@@ -29,7 +29,7 @@ def modules() -> dict[str, Path]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
-        if "site" in parts[:-1]:  # children/site/sitecustomize.py: a file put on PYTHONPATH
+        if "site" in parts[:-1]:  # subprocesses/site/sitecustomize.py: a file put on PYTHONPATH
             continue
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -115,7 +115,7 @@ def test_the_checks_see_imports():
     edges = graph()
     assert "core.model" in edges["sampling.profiler"]
     assert "gates.judging" in edges["plugin"]  # `from .gates.judging import Gates`
-    assert "children.agent" in edges["plugin"]  # `from .children import agent as child_agent`
+    assert "subprocesses.agent" in edges["plugin"]  # `from .subprocesses import agent as ...`
 
 
 def test_no_module_is_over_about_400_lines():
@@ -234,7 +234,7 @@ def test_every_judge_is_in_the_pipelines_figure():
 
 def test_no_module_defines_an_extra_key_again():
     """A `..._KEY` constant holding one of the registry's keys is the same fact defined twice (as
-    "ab" was, in ab/plugin.py and reports/markdown_regressions.py)."""
+    "ab" was, in compare_ref/plugin.py and reports/markdown_regressions.py)."""
     from pytest_scalene.core import extra_keys
 
     registered = {v for n, v in vars(extra_keys).items() if n.isupper()}

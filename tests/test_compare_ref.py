@@ -1,6 +1,6 @@
 """--profile-compare-ref: the tests' code at a git ref against the working tree, run alternately
-in two worker sessions (pytest_scalene/ab/). Each repository is a temporary git repository made
-by pytester; the timing verdicts are repeated in a loop to show they are not luck."""
+in two worker sessions (pytest_scalene/compare_ref/). Each repository is a temporary git repository
+made by pytester; the timing verdicts are repeated in a loop to show they are not luck."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_scalene.ab import pairs, verdict, worker, workers
-from pytest_scalene.ab.worker_sampler import function_of
+from pytest_scalene.compare_ref import pairs, verdict, worker, workers
+from pytest_scalene.compare_ref.worker_sampler import function_of
 from pytest_scalene.config.options import EXIT_UNJUDGED
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -606,7 +606,7 @@ def test_every_measured_run_of_both_sides_is_on_one_cpu_the_coordinator_is_not_o
 def test_a_crash_in_the_comparison_leaves_the_tests_results_and_says_so(pytester):
     repository(pytester)
     pytester.makeconftest(
-        "import pytest_scalene.ab.pairs as pairs\n\n\n"
+        "import pytest_scalene.compare_ref.pairs as pairs\n\n\n"
         "def boom(*args, **kwargs):\n"
         "    raise RuntimeError('injected')\n\n\n"
         "pairs.compare_test = boom\n"

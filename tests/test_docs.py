@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.ab import pairs as ab_pairs
-from pytest_scalene.ab import plugin as ab_plugin
-from pytest_scalene.ab import session as ab_session
-from pytest_scalene.ab import verdict as ab_verdict
+from pytest_scalene.compare_ref import pairs as ab_pairs
+from pytest_scalene.compare_ref import plugin as ab_plugin
+from pytest_scalene.compare_ref import session as ab_session
+from pytest_scalene.compare_ref import verdict as ab_verdict
 from pytest_scalene.config import options
 from pytest_scalene.config.removed_options import REMOVED
 from pytest_scalene.core import extra_keys, natural_values
@@ -438,7 +438,7 @@ def test_every_module_the_architecture_page_names_exists():
     text = read("architecture.md")
     named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+(?:\.py|/))`", text))
     named = {n for n in named if not n.startswith("tests/")}  # the package's modules
-    assert {"core/model.py", "plugin.py", "gates/", "children/site/"} <= named  # the scan works
+    assert {"core/model.py", "plugin.py", "gates/", "subprocesses/site/"} <= named  # the scan works
     missing = sorted(n for n in named if not (PACKAGE / n).exists())
     assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
 

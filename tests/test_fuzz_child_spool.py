@@ -11,8 +11,8 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pytest_scalene.children.collector import ChildProfiles
 from pytest_scalene.core.model import LineKey, TestProfile
+from pytest_scalene.subprocesses.collector import ChildProfiles
 
 GOOD = {
     "profile": {

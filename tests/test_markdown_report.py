@@ -36,7 +36,7 @@ def _regressed(nodeid: str, before: float, after: float) -> TestProfile:
 
 
 def _ab_regressed(nodeid: str) -> TestProfile:
-    """A test the A/B comparison failed, as ab/plugin.py records it."""
+    """A test the A/B comparison failed, as compare_ref/plugin.py records it."""
     test = TestProfile(nodeid, outcome="failed")
     test.extra["ab"] = {
         "ref": "origin/main",

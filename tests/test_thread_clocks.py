@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pytest_scalene.ab import worker_sampler
+from pytest_scalene.compare_ref import worker_sampler
 from pytest_scalene.sampling import threads
 
 READERS = {"cpu_sampler": threads.thread_cpu, "ab_worker": worker_sampler.thread_cpu_s}
@@ -23,7 +23,7 @@ READERS = {"cpu_sampler": threads.thread_cpu, "ab_worker": worker_sampler.thread
 def test_an_ended_threads_clock_reads_none_instead_of_crashing(module: str) -> None:
     where = {
         "cpu_sampler": "from pytest_scalene.sampling.threads import thread_cpu as read",
-        "ab_worker": "from pytest_scalene.ab.worker_sampler import thread_cpu_s as read",
+        "ab_worker": "from pytest_scalene.compare_ref.worker_sampler import thread_cpu_s as read",
     }[module]
     # Large stacks: glibc caches 40 MB of ended threads' stacks and unmaps the rest.
     script = textwrap.dedent(
@@ -109,7 +109,7 @@ print("read", len(frames), "gc", gc.isenabled())
 def test_reading_the_frames_never_hangs(module: str) -> None:
     where = {
         "threads": "from pytest_scalene.sampling.threads import current_frames as read",
-        "ab_worker": "from pytest_scalene.ab.worker_sampler import current_frames as read",
+        "ab_worker": "from pytest_scalene.compare_ref.worker_sampler import current_frames as read",
     }[module]
     code = DEADLOCK.format(where=where)
     try:

@@ -1,7 +1,7 @@
 """The profile codec: a TestProfile (and a SessionProfile) to the dicts of the JSON schema
 (docs/json-schema.md) and back. Everything that serialises a profile goes through here: the JSON
 file and the checkpoint (reports/), the HTML page, the xdist transport (xdist/), the profiled
-children (children/), the shards merged by the CLI and the history records."""
+children (subprocesses/), the shards merged by the CLI and the history records."""
 
 from __future__ import annotations
 

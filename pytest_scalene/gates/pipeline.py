@@ -2,10 +2,10 @@
 
 Every gate is a `Judge`: perf_budget markers (gates/judging.py), the stored baselines, whose
 figures are sampled or counted under valgrind (gates/baseline_judge.py), the history
-(history/session.py) and the A/B comparison against a git ref (ab/plugin.py). `confirm` is the
-one loop that re-runs a test whose timed CPU figure a judge suspects; `judge_report` is the one
-place a report fails, with every judge's failed verdicts, and where the profile gets them all
-(TestProfile.verdicts, which every output reads by field).
+(history/session.py) and the A/B comparison against a git ref (compare_ref/plugin.py). `confirm`
+is the one loop that re-runs a test whose timed CPU figure a judge suspects; `judge_report` is
+the one place a report fails, with every judge's failed verdicts, and where the profile gets
+them all (TestProfile.verdicts, which every output reads by field).
 """
 
 from __future__ import annotations

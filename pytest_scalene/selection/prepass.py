@@ -10,8 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..ab import git_tree
-from ..ab.session import Setup, ini_args_for
+from ..compare_ref import git_tree
+from ..compare_ref.session import Setup, ini_args_for
 from ..instructions.runner import pytest_launcher
 from .code_map import CodeMap, CodeMapError, load
 
