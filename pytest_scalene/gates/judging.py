@@ -39,8 +39,8 @@ from .repeat import first_run_recorded_outcome, rerun_of, run_again
 
 
 class Budgets:
-    """perf_budget markers, with the command line's --profile-fail-on-leak and
-    --profile-max-copy-mb-s for every test that does not set its own."""
+    """perf_budget markers, with --profile-budget's limits for every test whose markers do not
+    set them."""
 
     confirms_cpu = False
 
