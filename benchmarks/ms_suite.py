@@ -195,6 +195,15 @@ def render(results: dict) -> str:
             f"{s['ms_per_test']:.2f} ms | {s['startup_s']:.2f} s | "
             f"{'pass' if ok else '**MISSED**'} |{by_count}"
         )
+    spread = [f"{label} {_quartiles(results, mode)}" for mode, label in LABELS]
+    spread_text = [
+        "",
+        "How much one round's ratio moves on this machine (the suite's CPU over plain's in the "
+        "same round; first quartile / median / third quartile): "
+        + ", ".join(spread)
+        + ". A median over the rounds is as good as that spread and their number allow; the "
+        "instruction columns do not move with the machine.",
+    ]
     head = "| mode | suite CPU vs plain | tests' CPU vs plain | cost per test | start-up extra "
     head += "| verdict |"
     rule = "|---|---|---|---|---|---|"
@@ -240,6 +249,7 @@ def render(results: dict) -> str:
             head,
             rule,
             *rows,
+            *spread_text,
             *counted_text,
             "",
             "Where the time goes (2026-11-26, this VM). CPU only: the profiled test's "
@@ -272,6 +282,18 @@ def render(results: dict) -> str:
             "",
         ]
     )
+
+
+LABELS = (("cpu_only", "CPU only"), ("full", "full"))
+
+
+def _quartiles(results: dict, mode: str) -> str:
+    """The paired ratios' quartiles: each round's profiled run over the plain run beside it."""
+    plain = results["cpu_s"]["plain"]
+    ratios = [run / p for run, p in zip(results["cpu_s"][mode], plain, strict=True)]
+    if len(ratios) < 4:
+        return "(too few rounds)"
+    return " / ".join(f"{q:.2f}" for q in statistics.quantiles(ratios, n=4))
 
 
 def main() -> None:

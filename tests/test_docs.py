@@ -143,10 +143,12 @@ PROFILE_FLAG = re.compile(r"(?<![\w-])--profile(?:-[a-z0-9]+)*")
 
 
 def test_every_flag_the_docs_mention_exists():
-    declared = set(declared_options()) | set(REMOVED)  # options.md lists the removed ones
     for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
-        for flag in set(PROFILE_FLAG.findall(path.read_text(encoding="utf-8"))):
-            assert flag in declared, (
+        text = path.read_text(encoding="utf-8")
+        if path.name == "options.md":  # its last table lists the removed ones, and only it
+            text = text.replace(section(text, "## Removed and renamed options"), "")
+        for flag in set(PROFILE_FLAG.findall(text)):
+            assert flag in declared_options(), (
                 f"{path.name} mentions {flag}, which options.py does not declare"
             )
 
