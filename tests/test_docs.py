@@ -450,3 +450,9 @@ def test_every_removed_option_is_listed_with_its_replacement():
     for flag, use in REMOVED.items():
         first = use.split(" (")[0]  # "-v (the per-test report)": the table names the option
         assert f"| `{flag}` | `{first}` |" in removed, f"{flag}: not listed, or not with {use}"
+
+
+def test_the_option_count_in_the_docs_is_the_codes():
+    stated = re.search(r"The options went from (\d+) to (\d+)", read("options.md"))
+    assert stated, "options.md no longer states the option count"
+    assert int(stated.group(2)) == len(declared_options())  # a new option: say so there
