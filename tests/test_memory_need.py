@@ -69,7 +69,7 @@ def test_plain_pytest_preloads_only_for_memory_budgets(tmp_path: Path) -> None:
 def test_every_option_that_profiles_every_test_wants_memory() -> None:
     # One list decides both (they were two, and disagreed: memory was missing under
     # --profile-compare-history and --profile-compare-ref, "the shim is not preloaded").
-    for name in runenv.PROFILE_EVERY_TEST + runenv.MEMORY_GATES:
+    for name in runenv.PROFILE_EVERY_TEST + runenv.BUDGET_OPTIONS:
         assert runenv.profiling_requested(argparse.Namespace(**{name: True})), name
     assert not runenv.profiling_requested(argparse.Namespace(profile_json="x.json"))
 

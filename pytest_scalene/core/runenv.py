@@ -29,8 +29,9 @@ PROFILE_EVERY_TEST = (
     "profile_compare_history",
     "profile_compare_ref",
 )
-# --profile-budget may limit memory figures of every profiled test: the shim is wanted with it.
-MEMORY_GATES = ("profile_budget",)
+# --profile-budget may limit memory figures of every profiled test: the shim is wanted with it
+# (with a limit on another figure too: the options cannot tell the keywords' figures apart here).
+BUDGET_OPTIONS = ("profile_budget",)
 
 _shim_problem: str | None = None
 
@@ -56,7 +57,7 @@ def in_counting_session() -> bool:
 
 def profiling_requested(namespace: Any) -> bool:
     """The command line (or ini) profiles every test, or asks for a memory gate."""
-    return any(getattr(namespace, name, None) for name in PROFILE_EVERY_TEST + MEMORY_GATES)
+    return any(getattr(namespace, name, None) for name in PROFILE_EVERY_TEST + BUDGET_OPTIONS)
 
 
 def shim_path() -> Path | None:

@@ -129,13 +129,12 @@ class Gates:
         confirm_leaks(self.profiler, item)  # a suspected leak must grow again when run again
 
     def record_properties(self, item: pytest.Item, profile: TestProfile) -> None:
-        """The figures and the verdicts as JUnit properties, when a JUnit file is written."""
-        if self.junit:
-            self._properties(item, profile, profile.verdicts)
-
-    def _properties(self, item: pytest.Item, profile: TestProfile, verdicts: list[Verdict]) -> None:
-        """The figures as JUnit XML properties (what record_property writes); they go on the
-        item so that the teardown report, which junitxml reads them from, carries them."""
+        """With a JUnit file: the figures and the verdicts as JUnit XML properties (what
+        record_property writes); they go on the item so that the teardown report, which
+        junitxml reads them from, carries them."""
+        if not self.junit:
+            return
+        verdicts = profile.verdicts
         figures = {
             "cpu_python_s": profile.cpu_python_s,
             "cpu_native_s": profile.cpu_native_s,
