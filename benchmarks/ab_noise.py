@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from verdicts import SUITE, TESTS  # noqa: E402
 
-from pytest_scalene.compare_ref import session, verdict  # noqa: E402
+from pytest_scalene.compare_ref import ab_run, ab_statistic  # noqa: E402
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -43,7 +43,7 @@ def function_stats(outcome: object, slowed: str) -> dict[str, list[float]]:
         ratios = outcome.ratios[:n]  # type: ignore[attr-defined]
         if len(ratios) < n:
             continue
-        judged = verdict.judge_functions(
+        judged = ab_statistic.judge_functions(
             ratios,
             outcome.baseline_runs[:n],  # type: ignore[attr-defined]
             outcome.current_runs[:n],  # type: ignore[attr-defined]
@@ -67,9 +67,9 @@ def main() -> int:
     parser.add_argument("--factors", default="1.0,1.2")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "ab_noise.json")
     args = parser.parse_args()
-    verdict.STAGES = (verdict.Stage(args.pairs, None, 99.0),)  # measure, never stop early
-    verdict.FUNCTION_MAX_PAIRS = args.pairs
-    verdict.FUNCTION_FAIL_ABOVE = verdict.FUNCTION_Z = 99.0
+    ab_statistic.STAGES = (ab_statistic.Stage(args.pairs, None, 99.0),)  # measure, never stop early
+    ab_statistic.FUNCTION_MAX_PAIRS = args.pairs
+    ab_statistic.FUNCTION_FAIL_ABOVE = ab_statistic.FUNCTION_Z = 99.0
     found: dict[str, list[list[float]]] = {}
     functions: dict[str, list[dict[str, list[float]]]] = {}
     with tempfile.TemporaryDirectory(prefix="ab-noise-") as tmp:
@@ -94,10 +94,10 @@ def main() -> int:
         for factor in (float(f) for f in args.factors.split(",")):
             (repo / "test_suite.py").write_text(suite(factor))
             for rep in range(args.reps):
-                setup = session.Setup(
+                setup = ab_run.Setup(
                     root=repo.resolve(), rootdir=repo.resolve(), commit=commit, ref="base"
                 )
-                result = session.run(setup, ids)
+                result = ab_run.run(setup, ids)
                 for nodeid, outcome in result.outcomes.items():
                     found.setdefault(f"{factor} {nodeid}", []).append(outcome.ratios)
                     r = outcome.ratios

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests" / "history"))
 
 from pytest_scalene.history.connect import open_store  # noqa: E402
 from pytest_scalene.history.history_html import render_page  # noqa: E402
-from pytest_scalene.history.record import (  # noqa: E402
+from pytest_scalene.history.run_records import (  # noqa: E402
     TEST_METRICS,
     LineRecord,
     RunRecord,

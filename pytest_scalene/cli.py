@@ -21,7 +21,7 @@ EXIT_USAGE = 2
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .reports import markdown as markdown_report
+    from .reports import markdown_report
     from .reports.html_report import write_html
     from .reports.json_report import write_json
     from .reports.shards import merge_profiles
@@ -51,8 +51,8 @@ def _merge_baselines(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     from .history.connect import open_store
     from .history.history_html import write_page
+    from .history.store import describe
     from .history.trends import render
-    from .history.urls import describe
 
     with open_store(args.url, create=False) as store:
         runs = store.runs(last=args.last, machine=args.machine)

@@ -4,8 +4,8 @@ Every hook of the main session that pytest-scalene implements lives here, once: 
 plain methods of the parts of the run (`Run`, in config.stash) in a fixed order, so that the
 order is read here rather than worked out from tryfirst and registration order. Two small
 plugin objects keep hooks that nothing else implements, registered only when they act: the
-crash-safe JSON checkpoint (reports/checkpoint.py) and the xdist report relay
-(xdist/report_relay.py).
+crash-safe JSON checkpoint (reports/json_report.py) and the xdist report relay
+(xdist/worker_profiles.py).
 docs/architecture.md maps the package.
 """
 
@@ -19,12 +19,11 @@ from typing import Any
 
 import pytest
 
-from .benchmark import fixture as benchmark_fixture
+from .benchmark import benchmark_fixture
 from .benchmark.calls import BenchmarkCalls
-from .compare_ref import plugin as ab_plugin
-from .compare_ref import session as ab_session
+from .compare_ref import ref_judge
 from .compare_ref.git_tree import saved_from
-from .config import flag_conflicts, ini_options, removed_options
+from .config import ini_options, option_errors
 from .config.history_options import HistoryOptions
 from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions, add_options
 from .core import extra_keys, runenv
@@ -32,26 +31,20 @@ from .core.atomic_write import write_text_atomic
 from .core.outputs import Outputs
 from .gates.judging import Gates
 from .gates.memory_need import selected_need_memory
-from .gates.pipeline import Judge, judge_report
-from .history.session import History
+from .gates.pipeline import Judge, judge_report, unjudged_counts
+from .history.history_gate import History
 from .instructions import child_plugin, counts, runner
-from .reports import checkpoint as json_checkpoint
-from .reports import markdown as markdown_report
-from .reports import summary as terminal_summary
-from .reports import terminal as terminal_report
+from .reports import json_report, markdown_report, terminal_report, terminal_summary
 from .reports.html_report import write_html
-from .reports.json_report import write_json
 from .reports.speedscope import write_speedscope
 from .reports.text import terminal_width
 from .sampling import memory_sampler, preload
 from .sampling.gpu_sampler import GpuSetup
 from .sampling.profiler import Profiler
 from .sampling.stack_recorder import StackRecorder
-from .selection.session import Selection
-from .subprocesses import agent as child_agent
-from .subprocesses import collector as child_profiles
-from .xdist import report_relay as xdist_relay
-from .xdist import session_payload as xdist_bridge
+from .selection.selector import Selection
+from .subprocesses import child_agent, child_profiles
+from .xdist import worker_profiles
 from .xdist.worker_preload import preloaded_workers
 
 STACKS_OUTPUT_KEY = "pytest_scalene_stacks"  # a worker's stacks, in xdist's workeroutput
@@ -69,7 +62,7 @@ class Run:
     worker: bool  # an xdist worker: its profiles go to the controller, which writes the files
     instructions: counts.InstructionCounts
     selection: Selection  # the code map: which tests the costly gates measure
-    ab: ab_plugin.CompareRef | None = None  # --profile-compare-ref
+    ab: ref_judge.CompareRef | None = None  # --profile-compare-ref
     stacks: StackRecorder | None = None  # --profile-speedscope, --profile-html
     history: History | None = None  # --profile-history
     unjudged: dict[str, int] | None = None  # per gate, once the session ends
@@ -87,7 +80,7 @@ def _run(config: pytest.Config) -> Run | None:
 
 # -- start-up ------------------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    flag_conflicts.check(parser, pluginmanager)
+    option_errors.check_flag_owner(parser, pluginmanager)
     add_options(parser)
 
 
@@ -118,22 +111,22 @@ def pytest_configure(config: pytest.Config) -> None:
         child_plugin.register(config)  # the child session under valgrind: no profiling here
         return
     ini_options.resolve(config, config.option)  # ini keys for what the command line left out
-    removed_options.check_ini(config)  # a removed option's ini key says what replaces it
+    option_errors.check_ini(config)  # a removed option's ini key says what replaces it
     options = ProfileOptions.from_config(config)
     profiler = Profiler(options, str(config.rootpath))
     config.add_cleanup(profiler.close)  # the sampler's signal and patches are kept till then
     memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
     child_profiles.attach(profiler, config.add_cleanup)  # --profile-subprocesses
-    json_checkpoint.install(config, profiler.session, options.json_path)  # crash-safe JSON
-    xdist_relay.install(config, profiler.session)  # a crashed xdist worker loses one test
+    json_report.install(config, profiler.session, options.json_path)  # crash-safe JSON
+    worker_profiles.install(config, profiler.session)  # a crashed xdist worker loses one test
     gate_options = GateOptions.from_config(config)
     if gate_options.measure == "instructions" and (problem := runner.problem()) is not None:
         raise pytest.UsageError(f"--profile-measure=instructions: {problem}")
     worker = runenv.is_xdist_worker(config)
     ab = None
     if gate_options.compare_ref and not worker:
-        setup = ab_plugin.check(config, gate_options.compare_ref)  # a bad ref: a usage error
-        ab = ab_plugin.CompareRef(config, profiler, setup)
+        setup = ref_judge.setup_for(config, gate_options.compare_ref)  # a bad ref: a usage error
+        ab = ref_judge.CompareRef(config, profiler, setup)
     outputs = Outputs()
     gpu = GpuSetup(profiler)
     config.add_cleanup(gpu.close)
@@ -256,7 +249,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     if run is None:
         return
     output = getattr(node, "workeroutput", None) or {}
-    xdist_bridge.receive(output, run.profiler.session)
+    worker_profiles.receive(output, run.profiler.session)
     run.selection.receive(output)
     text = output.get(STACKS_OUTPUT_KEY)
     if run.stacks is not None and text:
@@ -269,7 +262,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     config = session.config
     if run.worker:  # on xdist, the controller writes the files
-        xdist_bridge.send(config, run.profiler.session)
+        worker_profiles.send(config, run.profiler.session)
         run.selection.send(config)
         if run.stacks is not None:
             config.workeroutput[STACKS_OUTPUT_KEY] = json.dumps(run.stacks.to_payload())  # type: ignore[attr-defined]
@@ -280,38 +273,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if run.history is not None:
         recorded = run.selection.recorded()  # the code map goes into the history too
         run.history.record(session, recorded.to_json() if recorded else None)
-    run.unjudged = _unjudged(run)
-    failing = set(run.unjudged) - {AB_NOTHING_TO_COMPARE}
-    if failing and not run.gates.options.allow_unjudged and session.exitstatus == 0:
+    unjudged = unjudged_counts(run.judges, run.profiler.session.tests.values())
+    run.unjudged = {why.gate: n for why, n in unjudged.items()}
+    if (
+        any(why.fails for why in unjudged)
+        and not run.gates.options.allow_unjudged
+        and session.exitstatus == 0
+    ):
         session.exitstatus = run.unjudged_status = EXIT_UNJUDGED  # never a silent pass
-
-
-AB_GATE = "the A/B comparison (--profile-compare-ref)"
-COUNT_GATE = "instruction counts (--profile-measure=instructions)"
-HISTORY_GATE = "the history (--profile-compare-history)"
-AB_NOTHING_TO_COMPARE = "the A/B comparison, nothing to compare with (new test or new setup)"
-
-
-def _unjudged(run: Run) -> dict[str, int]:
-    """Per requested gate, the passing tests it could not judge (a failing test is never
-    judged; an A/B test new on one side, or whose setup changed, has nothing to compare with)."""
-    found: dict[str, int] = {}
-    for profile in run.profiler.session.tests.values():
-        if profile.outcome != "passed":
-            continue
-        ab, history = profile.extra.get(extra_keys.AB), profile.extra.get(extra_keys.HISTORY)
-        noted = isinstance(ab, dict) and "note" in ab
-        gates = (
-            (AB_GATE, noted and ab_session.comparable(str(ab["note"]))),
-            (AB_NOTHING_TO_COMPARE, noted and not ab_session.comparable(str(ab["note"]))),
-            (COUNT_GATE, extra_keys.INSTRUCTIONS_MISSING in profile.extra),
-            (HISTORY_GATE, isinstance(history, dict) and bool(history.get("notes"))),
-        )
-        for gate, unjudged in gates:
-            if unjudged:
-                found[gate] = found.get(gate, 0) + 1
-    order = (AB_GATE, COUNT_GATE, HISTORY_GATE, AB_NOTHING_TO_COMPARE)
-    return {gate: found[gate] for gate in order if gate in found}
 
 
 def _write_report_files(session: pytest.Session, run: Run) -> None:
@@ -343,7 +312,7 @@ def _write_report_files(session: pytest.Session, run: Run) -> None:
     json_path = options.json_path
     if json_path is not None:
         run.outputs.write(
-            session, "--profile-json", json_path, lambda: write_json(profile, json_path)
+            session, "--profile-json", json_path, lambda: json_report.write_json(profile, json_path)
         )
 
 

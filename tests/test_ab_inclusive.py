@@ -14,8 +14,15 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.compare_ref import pairs, plugin, verdict, worker, worker_sampler, workers
-from pytest_scalene.compare_ref import session as ab_session
+from pytest_scalene.compare_ref import (
+    ab_run,
+    ab_statistic,
+    pairs,
+    ref_judge,
+    worker,
+    worker_sampler,
+    workers,
+)
 
 PROJECT = """
 def inner(sample):
@@ -128,17 +135,17 @@ def test_a_failing_function_shows_its_inclusive_ratio_first_and_labels_both(tmp_
     outcome = outcome_of([1.1] * 10)
     outcome.verdict = pairs.decide(outcome)
     assert outcome.verdict == "fail"
-    outcome.function_lines[("mylib.py", "slowed")] = verdict.LineGrowth(
+    outcome.function_lines[("mylib.py", "slowed")] = ab_statistic.LineGrowth(
         "mylib.py", "slowed", 12, 0.1, 0.2
     )
-    setup = ab_session.Setup(root=tmp_path, rootdir=tmp_path, commit="0" * 40, ref="HEAD")
-    result = plugin.result_of(outcome, setup)
+    setup = ab_run.Setup(root=tmp_path, rootdir=tmp_path, commit="0" * 40, ref="HEAD")
+    result = ref_judge.result_of(outcome, setup)
     slowed = result["functions"][0]
     assert (slowed["function"], slowed["verdict"]) == ("slowed", "fail"), result["functions"]
     assert slowed["inclusive_ratio"] == pytest.approx(1.5, abs=1e-4)
     assert slowed["self_ratio"] == pytest.approx(2.0, abs=1e-4)
     assert slowed["ratio"] == slowed["self_ratio"]  # as before, for readers of older JSON
-    message = plugin.verdict_of(result).message  # type: ignore[union-attr]
+    message = ref_judge.verdict_of(result).message  # type: ignore[union-attr]
     assert "slower function: mylib.py:12 slowed inclusive 1.500x, self 2.000x (" in message
     assert "fails above 1.10x" in message
 
@@ -198,15 +205,15 @@ def test_a_function_whose_own_lines_grew_but_not_its_inclusive_time_has_moved():
     (base, base_inclusive), (current, current_inclusive) = sides(0.2), sides(0.3)
     judged = {
         f.function: f
-        for f in verdict.judge_functions(
+        for f in ab_statistic.judge_functions(
             [1.0] * 20, base, current, baseline_inclusive=base_inclusive,
             current_inclusive=current_inclusive,
         )
     }  # fmt: skip
     caller = judged["caller"]
-    assert caller.ratio == pytest.approx(1.5) and caller.z > verdict.FUNCTION_Z
+    assert caller.ratio == pytest.approx(1.5) and caller.z > ab_statistic.FUNCTION_Z
     assert caller.inclusive_ratio == pytest.approx(1.0)
     assert caller.state == "moved"
     # Without inclusive figures (an older worker) the self rule alone decides, as before.
-    alone = {f.function: f for f in verdict.judge_functions([1.0] * 20, base, current)}
+    alone = {f.function: f for f in ab_statistic.judge_functions([1.0] * 20, base, current)}
     assert alone["caller"].state == "fail"

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_scalene.compare_ref import pairs, verdict, worker, worker_sampler, workers
-from pytest_scalene.compare_ref import session as ab_session
+from pytest_scalene.compare_ref import ab_run, ab_statistic, pairs, worker, worker_sampler, workers
 
 
 def a_loop() -> int:
@@ -64,7 +63,7 @@ def test_samples_with_and_without_a_line_number_are_pooled_and_taken(tmp_path):
     lines = sampler.take()
     assert lines == [["lib.py", "work", 1, 0.003], ["lib.py", "work", 2, 0.0005]]
     assert all(isinstance(line, int) for _, _, line, _ in lines)
-    assert verdict.most_growth(lines, lines) == []  # the judge reads them
+    assert ab_statistic.most_growth(lines, lines) == []  # the judge reads them
 
 
 def test_generators_coroutines_deep_recursion_and_callbacks_are_sampled(tmp_path):
@@ -169,14 +168,14 @@ def test_the_statistic_is_the_median_of_the_paired_ratios():
     """A few outlying pairs (a preempted run) move a mean, not the median: the rule must read
     mostly-unchanged code as unchanged, and a mean would fail it."""
     at_first_stage = [1.0] * 8 + [3.0] * 2  # mean 1.4, above the first stage's 1.30
-    assert verdict.median_ratio(at_first_stage) == 1.0
-    assert verdict.decide(at_first_stage) == "pass"
+    assert ab_statistic.median_ratio(at_first_stage) == 1.0
+    assert ab_statistic.decide(at_first_stage) == "pass"
     at_last_stage = [1.0] * 36 + [3.0] * 4  # mean 1.2, above FAIL_ABOVE
-    assert verdict.decide(at_last_stage) == "pass"
+    assert ab_statistic.decide(at_last_stage) == "pass"
     outcome = pairs.Outcome("t", ratios=at_first_stage)
     assert pairs.decide(outcome) == "pass" and outcome.test_verdict == "pass"
     # And the other way: a few fast outliers do not hide a slowdown.
-    assert verdict.decide([1.5] * 8 + [0.2] * 2) == "fail"
+    assert ab_statistic.decide([1.5] * 8 + [0.2] * 2) == "fail"
 
 
 def no_progress(nodeid: str) -> None:
@@ -203,8 +202,8 @@ def test_a_slower_first_reading_is_confirmed_in_fresh_workers_and_the_second_dec
         return fake_workers()
 
     side = workers.Side("baseline", None, None, tests={"test_a.py::test_x": "k"})  # type: ignore[arg-type]
-    result = ab_session.Result()
-    ab_session._compare_all(
+    result = ab_run.Result()
+    ab_run._compare_all(
         ["test_a.py::test_x"], side, side, fake_workers(), result, no_progress, restart
     )
     outcome = result.outcomes["test_a.py::test_x"]
@@ -213,14 +212,14 @@ def test_a_slower_first_reading_is_confirmed_in_fresh_workers_and_the_second_dec
     assert outcome.first_ratio == 1.5
 
 
-def _functions(*grew: str) -> list[verdict.FunctionVerdict]:
+def _functions(*grew: str) -> list[ab_statistic.FunctionVerdict]:
     """A reading's function verdicts: each named function's share grew clearly (z 6) while
     its ratio stayed under the threshold; "other" did not grow."""
-    clear = [verdict.FunctionVerdict("m.py", f, 1.05, 1.2, 6.0, 0.1, 0.12, (90, 99), "pass")
+    clear = [ab_statistic.FunctionVerdict("m.py", f, 1.05, 1.2, 6.0, 0.1, 0.12, (90, 99), "pass")
              for f in grew]  # fmt: skip
     return [
         *clear,
-        verdict.FunctionVerdict("m.py", "other", 1.0, 1.0, 0.0, 0.5, 0.5, (9, 9), "pass"),
+        ab_statistic.FunctionVerdict("m.py", "other", 1.0, 1.0, 0.0, 0.5, 0.5, (9, 9), "pass"),
     ]
 
 
@@ -242,10 +241,8 @@ def test_a_suspect_pass_fails_only_where_the_second_reading_bears_the_function_o
     readings = [first, second]
     monkeypatch.setattr(pairs, "compare_test", lambda nodeid, *_: readings.pop(0))
     side = workers.Side("baseline", None, None, tests={"t.py::t": "k"})  # type: ignore[arg-type]
-    result = ab_session.Result()
-    ab_session._compare_all(
-        ["t.py::t"], side, side, fake_workers(), result, no_progress, fake_workers
-    )
+    result = ab_run.Result()
+    ab_run._compare_all(["t.py::t"], side, side, fake_workers(), result, no_progress, fake_workers)
     assert not readings  # measured twice
     assert result.outcomes["t.py::t"].verdict == decides
 
@@ -253,7 +250,7 @@ def test_a_suspect_pass_fails_only_where_the_second_reading_bears_the_function_o
 def _reading(readings: dict[str, list[list[float]]], nodeid: str) -> pairs.Outcome:
     ratios = readings[nodeid].pop(0)
     found = pairs.Outcome(nodeid, ratios=ratios)
-    found.verdict = verdict.decide(ratios)
+    found.verdict = ab_statistic.decide(ratios)
     return found
 
 
@@ -266,11 +263,11 @@ def test_a_worker_error_gives_every_test_left_its_cause(monkeypatch):
     monkeypatch.setattr(pairs, "compare_test", compare_test)
     tests = {f"t.py::test_{i}": "k" for i in range(3)}
     side = workers.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
-    result = ab_session.Result()
-    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, list)
+    result = ab_run.Result()
+    ab_run._compare_all(list(tests), side, side, fake_workers(), result, no_progress, list)
     notes = [o.note for o in result.outcomes.values()]
     assert all("the current worker ended (exit status 3)" in note for note in notes), notes
-    assert all(ab_session.comparable(note) for note in notes)
+    assert all(ab_run.comparable(note) for note in notes)
 
 
 def test_after_a_worker_error_the_next_tests_go_on_in_fresh_workers(monkeypatch):
@@ -292,29 +289,29 @@ def test_after_a_worker_error_the_next_tests_go_on_in_fresh_workers(monkeypatch)
 
     tests = {f"t.py::test_{i}": "k" for i in range(8)}
     side = workers.Side("baseline", None, None, tests=tests)  # type: ignore[arg-type]
-    result = ab_session.Result()
-    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
+    result = ab_run.Result()
+    ab_run._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
     verdicts = {n: o.verdict for n, o in result.outcomes.items()}
     assert verdicts == {n: None if n in killers else "pass" for n in tests}, result.outcomes
     assert "exit status 3" in result.outcomes["t.py::test_1"].note and restarts == [1]
 
     killers.update(tests)  # every test kills its worker
     restarts.clear()
-    result = ab_session.Result()
-    ab_session._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
-    assert len(restarts) == ab_session.MAX_RESTARTS
+    result = ab_run.Result()
+    ab_run._compare_all(list(tests), side, side, fake_workers(), result, no_progress, restart)
+    assert len(restarts) == ab_run.MAX_RESTARTS
     assert all(o.verdict is None and "exit status 3" in o.note for o in result.outcomes.values())
     assert "before its turn" in result.outcomes["t.py::test_7"].note
 
 
 def test_only_tests_with_nothing_to_compare_with_are_not_failures_to_judge():
-    assert not ab_session.comparable("not judged: the test exists on the current side only")
-    assert ab_session.comparable(
+    assert not ab_run.comparable("not judged: the test exists on the current side only")
+    assert ab_run.comparable(
         "not judged: the test exists on the current side only (the baseline side had 2 "
         "collection errors)"
     )
-    assert not ab_session.comparable(ab_session.NOT_COMPARABLE[1])
-    assert ab_session.comparable("not judged: it failed on the baseline side (boom)")
+    assert not ab_run.comparable(ab_run.NOT_COMPARABLE[1])
+    assert ab_run.comparable("not judged: it failed on the baseline side (boom)")
 
 
 def test_a_sample_keeps_no_frame_alive(tmp_path):

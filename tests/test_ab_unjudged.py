@@ -1,30 +1,35 @@
 """A requested gate that could not judge a passing test is never a silent pass: the tests are
 counted per gate in the output's last lines and the run ends with EXIT_UNJUDGED, unless
---profile-allow-unjudged (plugin.py, reports/summary.py). The A/B end-to-end cases are in
-test_compare_ref.py; the history's is here (it needs no git repository)."""
+--profile-allow-unjudged (each judge's `unjudged`, gates/pipeline.py, reports/terminal_summary.py).
+The A/B end-to-end cases are in test_compare_ref.py; the history's is here (it needs no git
+repository)."""
 
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 
 import pytest
 
-from pytest_scalene import plugin
+from pytest_scalene.compare_ref.ref_judge import NOTHING_TO_COMPARE, CompareRef
+from pytest_scalene.compare_ref.ref_judge import UNJUDGED as AB_UNJUDGED
 from pytest_scalene.config.options import EXIT_UNJUDGED
 from pytest_scalene.core import runenv
 from pytest_scalene.core.model import TestProfile
-from pytest_scalene.reports.summary import unjudged_lines
+from pytest_scalene.gates.baseline_judge import COUNTS_UNJUDGED, StoredBaselines
+from pytest_scalene.gates.judging import Budgets
+from pytest_scalene.gates.pipeline import Unjudged, unjudged_counts
+from pytest_scalene.history.history_gate import UNJUDGED as HISTORY_UNJUDGED
+from pytest_scalene.history.history_gate import History
+from pytest_scalene.reports.terminal_summary import unjudged_lines
 
 
 def profile(nodeid: str, outcome: str = "passed", **extra: object) -> TestProfile:
     return TestProfile(nodeid, outcome, extra=dict(extra))
 
 
-def counted(*profiles: TestProfile) -> dict[str, int]:
-    tests = {p.nodeid: p for p in profiles}
-    run = SimpleNamespace(profiler=SimpleNamespace(session=SimpleNamespace(tests=tests)))
-    return plugin._unjudged(run)  # type: ignore[arg-type]
+def counted(*profiles: TestProfile) -> dict[Unjudged, int]:
+    judges = (Budgets, CompareRef, StoredBaselines, History)  # their `unjudged` reads the profile
+    return unjudged_counts(judges, profiles)  # type: ignore[arg-type]
 
 
 def test_unjudged_passing_tests_are_counted_per_gate():
@@ -39,17 +44,18 @@ def test_unjudged_passing_tests_are_counted_per_gate():
         profile("d", ab=new_test, history=history_notes),
         profile("e", "failed", ab=worker_died, instructions_missing="x"),  # never judged
     )
-    assert found == {
-        plugin.AB_GATE: 2,
-        plugin.COUNT_GATE: 1,
-        plugin.HISTORY_GATE: 1,
-        plugin.AB_NOTHING_TO_COMPARE: 1,
-    }
+    assert list(found.items()) == [
+        (AB_UNJUDGED, 2),
+        (COUNTS_UNJUDGED, 1),
+        (HISTORY_UNJUDGED, 1),
+        (NOTHING_TO_COMPARE, 1),
+    ]
+    assert not NOTHING_TO_COMPARE.fails and AB_UNJUDGED.fails
     assert counted(profile("a", ab=ab_judged), profile("f", "skipped", ab=worker_died)) == {}
 
 
 def test_the_last_lines_count_them_and_say_how_to_let_the_run_pass():
-    found = {plugin.AB_GATE: 65}
+    found = {AB_UNJUDGED.gate: 65}
     failing = unjudged_lines(found, EXIT_UNJUDGED, False, "--profile-allow-unjudged")
     assert failing == [
         "65 passing test(s) not judged: 65 by the A/B comparison (--profile-compare-ref)",

@@ -115,7 +115,7 @@ def test_the_checks_see_imports():
     edges = graph()
     assert "core.model" in edges["sampling.profiler"]
     assert "gates.judging" in edges["plugin"]  # `from .gates.judging import Gates`
-    assert "subprocesses.agent" in edges["plugin"]  # `from .subprocesses import agent as ...`
+    assert "subprocesses.child_agent" in edges["plugin"]  # `from .subprocesses import agent as ...`
 
 
 def test_no_module_is_over_about_400_lines():
@@ -234,7 +234,7 @@ def test_every_judge_is_in_the_pipelines_figure():
 
 def test_no_module_defines_an_extra_key_again():
     """A `..._KEY` constant holding one of the registry's keys is the same fact defined twice (as
-    "ab" was, in compare_ref/plugin.py and reports/markdown_regressions.py)."""
+    "ab" was, in compare_ref/ref_judge.py and reports/markdown_regressions.py)."""
     from pytest_scalene.core import extra_keys
 
     registered = {v for n, v in vars(extra_keys).items() if n.isupper()}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_scalene.benchmark.benchmark_fixture import Benchmark
 from pytest_scalene.benchmark.calls import per_call
-from pytest_scalene.benchmark.fixture import Benchmark
 from pytest_scalene.core.model import LineKey, LineStats, TestProfile
 from pytest_scalene.gates.baseline_store import TestEntry
 from pytest_scalene.gates.comparison import NoiseRule, compare

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_scalene.compare_ref import pairs, verdict, worker, workers
+from pytest_scalene.compare_ref import ab_statistic, pairs, worker, workers
 from pytest_scalene.compare_ref.worker_sampler import function_of
 from pytest_scalene.config.options import EXIT_UNJUDGED
 
@@ -86,15 +86,15 @@ def compare(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def test_the_sequential_rule():
-    assert verdict.decide([1.0] * 9) is None
-    assert verdict.decide([1.0] * 10) == "pass"
-    assert verdict.decide([1.5] * 10) == "fail"
-    assert verdict.decide([1.08] * 10) is None  # unclear at 10: more pairs
-    assert verdict.decide([1.08] * 20) is None
-    assert verdict.decide([1.08] * 40) == "pass"
-    assert verdict.decide([1.12] * 40) == "fail"
-    assert verdict.threshold_at(10) == verdict.STAGES[0].fail_above
-    assert verdict.threshold_at(40) == verdict.FAIL_ABOVE
+    assert ab_statistic.decide([1.0] * 9) is None
+    assert ab_statistic.decide([1.0] * 10) == "pass"
+    assert ab_statistic.decide([1.5] * 10) == "fail"
+    assert ab_statistic.decide([1.08] * 10) is None  # unclear at 10: more pairs
+    assert ab_statistic.decide([1.08] * 20) is None
+    assert ab_statistic.decide([1.08] * 40) == "pass"
+    assert ab_statistic.decide([1.12] * 40) == "fail"
+    assert ab_statistic.threshold_at(10) == ab_statistic.STAGES[0].fail_above
+    assert ab_statistic.threshold_at(40) == ab_statistic.FAIL_ABOVE
 
 
 def test_the_functions_that_grew_most_are_named():
@@ -108,13 +108,13 @@ def test_the_functions_that_grew_most_are_named():
         ["lib.py", "slowed", 8, 1.4],
         ["lib.py", "slowed", 9, 0.04],
     ]
-    growth = verdict.most_growth(before, after)
-    assert growth[0] == verdict.LineGrowth("lib.py", "slowed", 8, 1.05, 1.44)
+    growth = ab_statistic.most_growth(before, after)
+    assert growth[0] == ab_statistic.LineGrowth("lib.py", "slowed", 8, 1.05, 1.44)
     assert [g.function for g in growth] == ["slowed"]  # steady grew by 0.01 s: not named
     after[0][3] = 0.6  # steady +0.1 s: a quarter of what slowed grew, named second
-    assert [g.function for g in verdict.most_growth(before, after)] == ["slowed", "steady"]
-    assert verdict.most_growth(after, before) == []  # nothing grew
-    assert verdict.most_growth(after, after) == []
+    assert [g.function for g in ab_statistic.most_growth(before, after)] == ["slowed", "steady"]
+    assert ab_statistic.most_growth(after, before) == []  # nothing grew
+    assert ab_statistic.most_growth(after, after) == []
 
 
 SLOWED, REST = ("lib.py", "slowed"), ("lib.py", "rest")
@@ -144,7 +144,7 @@ def test_the_function_rule_on_sampled_runs():
     rng = random.Random(13)
     unchanged = 0
     for _ in range(100):
-        judged = verdict.judge_functions(
+        judged = ab_statistic.judge_functions(
             [rng.gauss(1.0, 0.03) for _ in range(40)],
             sampled_runs(rng, 40, 0.4, 1.0),
             sampled_runs(rng, 40, 0.4, 1.0),
@@ -157,23 +157,23 @@ def test_the_function_rule_on_sampled_runs():
     # time: the standard error of the share keeps them from failing.
     above = 0
     for _ in range(100):
-        judged = verdict.judge_functions(
+        judged = ab_statistic.judge_functions(
             [1.10] * 40, sampled_runs(rng, 40, 0.4, 1.0), sampled_runs(rng, 40, 0.4, 1.0)
         )
-        above += any(f.ratio > verdict.FUNCTION_FAIL_ABOVE for f in judged)
+        above += any(f.ratio > ab_statistic.FUNCTION_FAIL_ABOVE for f in judged)
         assert not any(f.state == "fail" for f in judged), judged
     assert above > 30
     for _ in range(20):
         ratios = [rng.gauss(1.08, 0.03) for _ in range(40)]
-        judged = verdict.judge_functions(
+        judged = ab_statistic.judge_functions(
             ratios, sampled_runs(rng, 40, 0.4, 1.0), sampled_runs(rng, 40, 0.4, 1.2)
         )
-        assert verdict.decide(ratios) == "pass"
+        assert ab_statistic.decide(ratios) == "pass"
         assert [(f.function, f.state) for f in judged if f.state != "pass"] == [("slowed", "fail")]
-        assert 1.14 < judged[0].ratio < 1.26 and judged[0].z > verdict.FUNCTION_Z
+        assert 1.14 < judged[0].ratio < 1.26 and judged[0].z > ab_statistic.FUNCTION_Z
     # Too few samples on a side: not judged.
     few = sampled_runs(rng, 10, 0.4, 1.0, samples=3)
-    assert verdict.judge_functions([1.0] * 10, few, few) == []
+    assert ab_statistic.judge_functions([1.0] * 10, few, few) == []
 
 
 def moved_runs(
@@ -196,13 +196,13 @@ def test_time_that_moved_between_functions_is_no_slowdown():
     rng = random.Random(5)
     base, current = moved_runs(rng, 10, 0.12), moved_runs(rng, 10, 0.70)
     ratios = [rng.gauss(0.98, 0.02) for _ in range(10)]
-    judged = {f.function: f for f in verdict.judge_functions(ratios, base, current)}
-    assert judged["slowed"].ratio > 5 and judged["slowed"].z > verdict.FUNCTION_Z
+    judged = {f.function: f for f in ab_statistic.judge_functions(ratios, base, current)}
+    assert judged["slowed"].ratio > 5 and judged["slowed"].z > ab_statistic.FUNCTION_Z
     assert judged["slowed"].state == "moved"
-    assert not verdict.suspects(list(judged.values()))  # not measured again for it either
+    assert not ab_statistic.suspects(list(judged.values()))  # not measured again for it either
     # The rest's time unchanged: the function grew 17x, the test 2.93x
     grown = [rng.gauss(2.93, 0.05) for _ in range(10)]
-    judged = {f.function: f for f in verdict.judge_functions(grown, base, current)}
+    judged = {f.function: f for f in ab_statistic.judge_functions(grown, base, current)}
     assert judged["slowed"].state == "fail"
 
 
@@ -215,12 +215,14 @@ def test_one_worker_apart_is_no_slowdown_every_worker_is():
     base = moved_runs(rng, 40, 0.20)
     odd = [moved_runs(rng, 1, 0.32 if n % 3 == 2 else 0.20)[0] for n in range(40)]
     ratios = [rng.gauss(1.0, 0.01) for _ in range(40)]
-    by_runs = {f.function: f for f in verdict.judge_functions(ratios, base, odd)}
+    by_runs = {f.function: f for f in ab_statistic.judge_functions(ratios, base, odd)}
     assert by_runs["slowed"].ratio > 1.10 and by_runs["slowed"].state == "fail"  # runs alone
-    judged = {f.function: f for f in verdict.judge_functions(ratios, base, odd, workers=3)}
+    judged = {f.function: f for f in ab_statistic.judge_functions(ratios, base, odd, workers=3)}
     assert judged["slowed"].state == "unsure", judged["slowed"]
     everywhere = moved_runs(rng, 40, 0.24)
-    judged = {f.function: f for f in verdict.judge_functions(ratios, base, everywhere, workers=3)}
+    judged = {
+        f.function: f for f in ab_statistic.judge_functions(ratios, base, everywhere, workers=3)
+    }
     assert judged["slowed"].ratio > 1.10 and judged["slowed"].state == "fail"
 
 
@@ -249,16 +251,22 @@ def test_the_function_statistic(sizes, factor, scale, test_ratio):
     ratio with a z of 0."""
     ratios = [test_ratio] * len(sizes)
     base = as_runs(sizes)
-    judged = {f.function: f for f in verdict.judge_functions(ratios, base, base, min_samples=0)}
+    judged = {
+        f.function: f for f in ab_statistic.judge_functions(ratios, base, base, min_samples=0)
+    }
     if any(n for _, _, n in sizes):
         assert judged["slowed"].z == 0 and judged["slowed"].share_ratio == pytest.approx(1)
         assert judged["slowed"].ratio == pytest.approx(test_ratio)
     slower = {
         f.function: f
-        for f in verdict.judge_functions(ratios, base, as_runs(sizes, factor, scale), min_samples=0)
+        for f in ab_statistic.judge_functions(
+            ratios, base, as_runs(sizes, factor, scale), min_samples=0
+        )
     }
     shuffled = as_runs(sizes[::-1], factor, scale)
-    again = {f.function: f for f in verdict.judge_functions(ratios, base, shuffled, min_samples=0)}
+    again = {
+        f.function: f for f in ab_statistic.judge_functions(ratios, base, shuffled, min_samples=0)
+    }
     if "slowed" in slower:
         a, b = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
         share_ratio = (a * factor / (a * factor + b)) / (a / (a + b))
@@ -268,8 +276,8 @@ def test_the_function_statistic(sizes, factor, scale, test_ratio):
         assert again["slowed"].ratio == pytest.approx(slower["slowed"].ratio, rel=1e-9)
         assert again["slowed"].z == pytest.approx(slower["slowed"].z, rel=1e-6, abs=1e-9)
         if slower["slowed"].state == "fail":
-            assert slower["slowed"].ratio > verdict.FUNCTION_FAIL_ABOVE
-            assert slower["slowed"].z > verdict.FUNCTION_Z
+            assert slower["slowed"].ratio > ab_statistic.FUNCTION_FAIL_ABOVE
+            assert slower["slowed"].z > ab_statistic.FUNCTION_Z
 
 
 def test_comprehensions_and_lambdas_count_as_their_function():
@@ -309,7 +317,7 @@ def test_unchanged_code_passes_and_a_slowed_function_fails_naming_it(pytester):
         text = result.stdout.str()
         assert result.ret == 1, f"1.3x, attempt {attempt}:\n{text}"
         found = re.search(r"median of (\d+) paired ratios ([\d.]+)x", text)
-        assert found and float(found.group(2)) > verdict.FAIL_ABOVE, text
+        assert found and float(found.group(2)) > ab_statistic.FAIL_ABOVE, text
         assert "CPU time regressed against HEAD" in text
         assert re.search(r"most growth at mylib\.py:\d+ slowed: [\d.]+ s -> [\d.]+ s", text), text
 
@@ -344,7 +352,7 @@ def test_a_slowed_function_that_is_a_minority_of_its_test_fails_by_the_function_
         ab = ab["test_work.py::test_mixed"]["ab"]
         failing = [f for f in ab["functions"] if f["verdict"] == "fail"]
         assert [f["function"] for f in failing] == ["slowed"], ab
-        assert failing[0]["z"] > verdict.FUNCTION_Z and failing[0]["ratio"] > 1.15, ab
+        assert failing[0]["z"] > ab_statistic.FUNCTION_Z and failing[0]["ratio"] > 1.15, ab
         # `slowed` calls nothing of the tree: its inclusive time is its self time.
         assert failing[0]["inclusive_ratio"] == pytest.approx(failing[0]["self_ratio"]), ab
         shown = r"slower function: mylib\.py:\d+ slowed inclusive 1\.\d+x, self 1\.\d+x \(its self"

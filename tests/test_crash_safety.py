@@ -13,7 +13,7 @@ from shim_support import SHIM
 
 from pytest_scalene.core.codec import session_to_dict
 from pytest_scalene.core.model import LineKey, SessionProfile, TestProfile
-from pytest_scalene.reports import checkpoint as json_checkpoint
+from pytest_scalene.reports import json_report
 
 CRASHING_SUITE = """
 import ctypes, os, signal, time
@@ -101,14 +101,14 @@ def _session() -> SessionProfile:
 
 def test_checkpoint_is_the_final_json_plus_a_note(tmp_path: Path) -> None:
     session = _session()
-    checkpoint = json_checkpoint.JsonCheckpoint(session, tmp_path / "p.json")
+    checkpoint = json_report.JsonCheckpoint(session, tmp_path / "p.json")
     checkpoint.pytest_runtest_logfinish("t.py::test_0")  # cached; the others are serialised
     session.tests["t.py::test_0"].extra["late"] = 1  # a cached text follows a new profile only
     checkpoint.write("t.py::test_3")
     written = json.loads((tmp_path / "p.json").read_text())
     expected = session_to_dict(session)
     expected["tests"]["t.py::test_0"].pop("late")
-    expected["notes"].append(json_checkpoint.UNFINISHED.format(nodeid="t.py::test_3"))
+    expected["notes"].append(json_report.UNFINISHED.format(nodeid="t.py::test_3"))
     assert written == expected
     assert session.notes == ["a note"]  # the session itself is not changed
 
@@ -117,19 +117,19 @@ def test_checkpoints_stay_within_their_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = iter(range(1000))
-    monkeypatch.setattr(json_checkpoint.time, "perf_counter", lambda: float(next(clock)))
-    checkpoint = json_checkpoint.JsonCheckpoint(_session(), tmp_path / "p.json")
+    monkeypatch.setattr(json_report.time, "perf_counter", lambda: float(next(clock)))
+    checkpoint = json_report.JsonCheckpoint(_session(), tmp_path / "p.json")
     for index in range(40):  # each write "takes" 1 s of the fake clock; tests take none
         checkpoint.write(f"t.py::test_{index}")
     assert checkpoint.written >= 1  # the first one always
-    assert checkpoint._spent <= json_checkpoint.BUDGET * (next(clock) - 0) + 1
+    assert checkpoint._spent <= json_report.BUDGET * (next(clock) - 0) + 1
     assert checkpoint.skipped > 30
 
 
 def test_unwritable_checkpoint_never_raises(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    checkpoint = json_checkpoint.JsonCheckpoint(_session(), blocker / "p.json")
+    checkpoint = json_report.JsonCheckpoint(_session(), blocker / "p.json")
     checkpoint.write("t.py::test_0")
     assert checkpoint.failed is not None and "Error" in checkpoint.failed
     checkpoint.write("t.py::test_1")  # stays off, quietly

@@ -32,10 +32,10 @@ def test_disabling_scalene_lets_the_rival_run(pytester):
 def test_installed_pytest_profiling_is_named(monkeypatch):
     from importlib.metadata import EntryPoint
 
-    from pytest_scalene.config import flag_conflicts
+    from pytest_scalene.config import option_errors
 
     monkeypatch.setattr(
-        flag_conflicts,
+        option_errors,
         "entry_points",
         lambda group: [EntryPoint("profiling", "pytest_profiling", "pytest11")],
     )
@@ -46,4 +46,4 @@ def test_installed_pytest_profiling_is_named(monkeypatch):
 
     parser = SimpleNamespace(_anonymous=SimpleNamespace(options=[]), _groups=[])
     with pytest.raises(pytest.UsageError, match="pytest-profiling both define --profile"):
-        flag_conflicts.check(parser, Manager())
+        option_errors.check_flag_owner(parser, Manager())

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pytest_scalene.core.model import LineKey, TestProfile
-from pytest_scalene.subprocesses.collector import ChildProfiles
+from pytest_scalene.subprocesses.child_profiles import ChildProfiles
 
 GOOD = {
     "profile": {

@@ -12,7 +12,7 @@ import pytest
 from shim_support import outside_xdist
 
 from pytest_scalene.config import options
-from pytest_scalene.config.removed_options import REMOVED, ini_key
+from pytest_scalene.config.option_errors import REMOVED, ini_key
 
 SHOW = """
 def test_show(request):

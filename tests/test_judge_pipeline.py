@@ -1,6 +1,7 @@
 """gates/pipeline.py's judge_report, the one place a report fails: every judge's verdicts on the
 profile in the judges' order, every failed one in the failure text, a judge that raises failing
-the test rather than passing it, and a failing test not judged at all."""
+the test rather than passing it, and a failing test not judged at all; and unjudged_counts, what
+the end of the output says each gate could not judge."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pytest_scalene.core.model import TestProfile
 from pytest_scalene.core.verdict import BUDGET, REGRESSION, Verdict
-from pytest_scalene.gates.pipeline import judge_report
+from pytest_scalene.gates.pipeline import Unjudged, judge_report, unjudged_counts
 
 
 @dataclass
@@ -27,6 +28,7 @@ class FakeJudge:
     error: Exception | None = None
     confirms_cpu: bool = False
     asked: int = 0
+    cannot_judge: dict[str, Unjudged] = field(default_factory=dict)  # by nodeid
 
     def verdicts(self, item: object, profile: TestProfile) -> list[Verdict]:
         self.asked += 1
@@ -36,6 +38,9 @@ class FakeJudge:
 
     def cpu_suspect(self, item: object, profile: TestProfile) -> str | None:
         return None
+
+    def unjudged(self, profile: TestProfile) -> Unjudged | None:
+        return self.cannot_judge.get(profile.nodeid)
 
 
 def _verdict(kind: str, passed: bool, message: str) -> Verdict:
@@ -79,3 +84,19 @@ def test_a_failing_test_is_not_judged():
     profile, report = TestProfile("t.py::t", outcome="failed"), Report(outcome="failed")
     judge_report([judge], None, report, profile)  # type: ignore[arg-type]
     assert judge.asked == 0 and profile.verdicts == [] and report.longrepr is None
+
+
+def test_unjudged_counts_passing_tests_per_gate_those_that_fail_the_run_first():
+    new = Unjudged("the A/B comparison, nothing to compare with", fails=False)
+    ab, counts = Unjudged("the A/B comparison"), Unjudged("instruction counts")
+    history = Unjudged("the history")
+    profiles = [TestProfile(f"t.py::t{i}", outcome="passed") for i in range(4)]
+    profiles.append(TestProfile("t.py::failed", outcome="failed"))
+    judges = [
+        FakeJudge(cannot_judge={"t.py::t0": new, "t.py::t1": ab, "t.py::t2": ab}),
+        FakeJudge(cannot_judge={"t.py::t1": counts, "t.py::failed": counts}),
+        FakeJudge(cannot_judge={"t.py::t3": history}),
+    ]
+    found = unjudged_counts(judges, profiles)  # type: ignore[arg-type]
+    assert list(found.items()) == [(ab, 2), (counts, 1), (history, 1), (new, 1)]
+    assert unjudged_counts(judges, profiles[4:]) == {}  # a failing test is never judged

@@ -14,7 +14,7 @@ from shim_support import QUICK, needs_shim
 
 from pytest_scalene.core.model import SessionProfile, TestProfile
 from pytest_scalene.gates.leak_confirm import NOT_REPEATABLE
-from pytest_scalene.reports.summary import render_summary
+from pytest_scalene.reports.terminal_summary import render_summary
 from pytest_scalene.sampling import leaks
 
 MB = 1 << 20

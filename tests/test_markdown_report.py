@@ -11,7 +11,7 @@ from report_samples import sample_session, write_sources
 
 from pytest_scalene.core.model import LineKey, SessionProfile, TestProfile
 from pytest_scalene.core.verdict import Verdict
-from pytest_scalene.reports.markdown import MAX_CHARS, RunOutcomes, render
+from pytest_scalene.reports.markdown_report import MAX_CHARS, RunOutcomes, render
 
 GITHUB_LIMIT = 65_536
 SOURCE = "def crunch(n):\n    total = 0\n    for i in range(n):\n        total += i * i % 7\n"
@@ -36,7 +36,7 @@ def _regressed(nodeid: str, before: float, after: float) -> TestProfile:
 
 
 def _ab_regressed(nodeid: str) -> TestProfile:
-    """A test the A/B comparison failed, as compare_ref/plugin.py records it."""
+    """A test the A/B comparison failed, as compare_ref/ref_judge.py records it."""
     test = TestProfile(nodeid, outcome="failed")
     test.extra["ab"] = {
         "ref": "origin/main",

@@ -14,8 +14,8 @@ import pytest
 from shim_support import needs_shim
 
 from pytest_scalene.core.model import LineKey, TestProfile
-from pytest_scalene.subprocesses import agent as child_agent
-from pytest_scalene.subprocesses.collector import SITE_DIR, _EnvEntry, merge_child
+from pytest_scalene.subprocesses import child_agent
+from pytest_scalene.subprocesses.child_profiles import SITE_DIR, _EnvEntry, merge_child
 
 QUICK = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
 
@@ -37,7 +37,7 @@ def _handler(signum):
     return "default" if handler == signal.SIG_DFL else repr(handler)
 
 def report(tag):
-    agent = sys.modules.get("pytest_scalene.subprocesses.agent")
+    agent = sys.modules.get("pytest_scalene.subprocesses.child_agent")
     state = {
         "env": {k: os.environ.get(k) for k in ("LD_PRELOAD", "PYTHONPATH", "PYTEST_SCALENE_CHILD")},
         "itimers": [list(signal.getitimer(t)) for t in (signal.ITIMER_PROF, signal.ITIMER_REAL)],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_scalene.core.model import LineKey, LineStats, SessionProfile, TestProfile
-from pytest_scalene.reports.summary import render_summary
+from pytest_scalene.reports.terminal_summary import render_summary
 
 
 def _profile(nodeid: str, *functions: str, alloc_mb: float) -> TestProfile:

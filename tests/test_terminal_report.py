@@ -12,8 +12,8 @@ from report_samples import sample_session, write_sources
 from pytest_scalene.core import model
 from pytest_scalene.core.model import LineKey, SessionProfile
 from pytest_scalene.core.verdict import Verdict
-from pytest_scalene.reports import terminal as terminal_report
-from pytest_scalene.reports.terminal import display_width, render
+from pytest_scalene.reports import terminal_report
+from pytest_scalene.reports.terminal_report import display_width, render
 
 GOLDEN = Path(__file__).parent / "data" / "terminal_report_golden.txt"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scalene.reports.terminal import display_width
+from pytest_scalene.reports.terminal_report import display_width
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

@@ -12,8 +12,8 @@ from report_samples import sample_session, write_sources
 
 from pytest_scalene.core.model import LineKey, SessionProfile
 from pytest_scalene.core.verdict import Verdict
-from pytest_scalene.reports import terminal
-from pytest_scalene.reports.summary import render_summary, unjudged_lines
+from pytest_scalene.reports import terminal_report
+from pytest_scalene.reports.terminal_summary import render_summary, unjudged_lines
 from pytest_scalene.reports.text import (
     display_width,
     shorten_id,
@@ -124,9 +124,9 @@ def test_summary_rows_keep_their_figures_and_fit(tmp_path: Path, width: int) -> 
 @pytest.mark.parametrize("width", [60, 80])
 def test_detailed_report_keeps_every_figure(tmp_path: Path, width: int) -> None:
     session = _long_session(tmp_path)
-    text = terminal.render(session, str(tmp_path), width=width)
+    text = terminal_report.render(session, str(tmp_path), width=width)
     assert not _too_wide(text, width), _too_wide(text, width)
-    wide = terminal.render(session, str(tmp_path), width=200)  # nothing cut: the reference
+    wide = terminal_report.render(session, str(tmp_path), width=200)  # nothing cut: the reference
     narrow_rows, wide_rows = _figure_rows(text), _figure_rows(wide)
     assert len(narrow_rows) == len(wide_rows) > 20
     # The line number and every figure, whole and in place; only the source text gives way.

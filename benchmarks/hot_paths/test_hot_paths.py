@@ -22,7 +22,7 @@ from pytest_scalene.core import runenv
 from pytest_scalene.core.model import LineKey, SessionProfile, TestProfile
 from pytest_scalene.gates import baseline_entry, baseline_store, comparison
 from pytest_scalene.instructions import callgrind_out
-from pytest_scalene.reports import summary as terminal_summary
+from pytest_scalene.reports import terminal_summary
 from pytest_scalene.sampling import timeline
 from pytest_scalene.sampling.profiler import Profiler
 from pytest_scalene.sampling.scope import CodeScope

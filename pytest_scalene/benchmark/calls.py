@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core import extra_keys
 from ..core.model import PER_CALL_EXTRA, TestProfile
-from .fixture import PROFILED_TIME_S, Benchmark
+from .benchmark_fixture import PROFILED_TIME_S, Benchmark
 
 FIXTURE = "benchmark"
 _CPU_FIELDS = ("cpu_python_s", "cpu_native_s", "cpu_system_s")

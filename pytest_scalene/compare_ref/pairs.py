@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import verdict
+from . import ab_statistic
 from .workers import STARTUP_TIMEOUT_S, WorkerError, WorkerProcess
 
 SETUP_TIMEOUT_S = 300.0
@@ -67,10 +67,10 @@ def decide(outcome: Outcome) -> str | None:
     """The verdict once both rules have one: the test's time fails, or a function fails; None
     while the test's rule wants more pairs, or a function is unsure before the last stage."""
     n = len(outcome.ratios)
-    if n not in {s.pairs for s in verdict.STAGES} and n < verdict.FUNCTION_MAX_PAIRS:
+    if n not in {s.pairs for s in ab_statistic.STAGES} and n < ab_statistic.FUNCTION_MAX_PAIRS:
         return None
-    outcome.test_verdict = verdict.decide(outcome.ratios)
-    outcome.functions = verdict.judge_functions(
+    outcome.test_verdict = ab_statistic.decide(outcome.ratios)
+    outcome.functions = ab_statistic.judge_functions(
         outcome.ratios,
         outcome.baseline_runs,
         outcome.current_runs,
@@ -81,7 +81,7 @@ def decide(outcome: Outcome) -> str | None:
     states = {f.state for f in outcome.functions}
     if outcome.test_verdict == "fail" or "fail" in states:
         return "fail"
-    if n >= verdict.FUNCTION_MAX_PAIRS:
+    if n >= ab_statistic.FUNCTION_MAX_PAIRS:
         return outcome.test_verdict or "pass"
     if outcome.test_verdict is None or "unsure" in states:
         return None
@@ -209,8 +209,8 @@ def _run_pairs(
         [line for w in side for line in w.request({"cmd": "lines"}, SETUP_TIMEOUT_S)["lines"]]
         for side in (bases, currents)
     ]
-    outcome.growth = verdict.most_growth(lines[0], lines[1])
+    outcome.growth = ab_statistic.most_growth(lines[0], lines[1])
     for judged in outcome.functions:  # the failing functions' lines (they come first)
         if judged.state == "fail":
-            found = verdict.line_of(lines[0], lines[1], judged.file, judged.function)
+            found = ab_statistic.line_of(lines[0], lines[1], judged.file, judged.function)
             outcome.function_lines[(judged.file, judged.function)] = found

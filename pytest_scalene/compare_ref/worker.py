@@ -16,9 +16,9 @@ A command that raises is answered {"failed": "Error: text (at file:line function
 "traceback": TEXT} and the worker goes on serving; the controller raises WorkerError with it.
 
 A test that uses the `benchmark` fixture (pytest-benchmark's, pytest-codspeed's, or
-benchmark/fixture.py's stand-in where neither is installed) is timed per call of the function
-it gives the fixture: each call phase calls it once, and "cpu_s" is the CPU time of those calls
-alone (BenchmarkCalls).
+benchmark/benchmark_fixture.py's stand-in where neither is installed) is timed per call of the
+function it gives the fixture: each call phase calls it once, and "cpu_s" is the CPU time of
+those calls alone (BenchmarkCalls).
 
 "run" collects garbage, then runs the set-up test's call phase K times (pytest's
 `pytest_runtest_call` hooks, the fixture values of the setup) and replies with the process CPU
@@ -52,7 +52,7 @@ from typing import Any
 import pytest
 
 try:  # a module of the package (workers.py, the tests)
-    from ..benchmark import fixture as stand_in
+    from ..benchmark import benchmark_fixture as stand_in
     from .worker_sampler import LineSampler, error_line, where_line
 except ImportError:  # loaded by path in a worker session, after these two (workers.py)
     import pytest_scalene_benchmark_fixture as stand_in  # type: ignore

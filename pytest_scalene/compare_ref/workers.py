@@ -98,7 +98,7 @@ class WorkerProcess:
             }
         )
         folder = Path(worker.__file__).resolve().parent
-        stand_in = folder.parent / "benchmark" / "fixture.py"
+        stand_in = folder.parent / "benchmark" / "benchmark_fixture.py"
         launcher = (
             "import importlib.util, sys\n"
             "def load(name, path):\n"

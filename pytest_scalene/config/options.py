@@ -13,24 +13,7 @@ from ..core import runenv
 from ..core.natural_values import BudgetError, parse_duration, parse_fraction, parse_size
 from . import ini_options
 from .history_options import add_history_options
-from .removed_options import add_removed_options
-
-# The noise rule's default tolerances (gates/comparison.py), shown in --help.
-# Allowed growth by default. On a shared 2-core VM the CPU time of unchanged code has slow
-# phases 1.45-1.6x (up to 1.7x) above its fastest, some outlasting every confirmation round;
-# a 2x slowdown measured +93% or more against a fast baseline (docs/baselines.md). Memory
-# and copy volume are counted, not timed, and repeat within a sampling threshold (a copy step).
-DEFAULT_TOLERANCE = {
-    "cpu_s": 0.75,
-    "peak_mb": 0.25,
-    "alloc_mb": 0.25,
-    "rss_mb": 0.25,
-    "copy_mb": 0.25,
-    "gpu_peak_mb": 0.25,
-    # Counted under callgrind: unchanged code repeats within 1e-5 (a realistic pytest test,
-    # hash seed pinned) and 6e-3 at worst; 1.1x more work in one function is +10%.
-    "instructions": 0.02,
-}
+from .option_errors import add_removed_options
 
 # The exit status of a run whose tests passed but that a requested gate (A/B, instruction
 # counts, history) could not judge in part: distinct from pytest's own (0-6; 6 is a newer pytest's
@@ -322,9 +305,8 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         metavar="KEYWORD=VALUE",
         help="a perf_budget limit for every profiled test whose markers do not set it "
         "(repeatable): leaks=false fails a likely leak, copy_mb_s='1 GB/s', cpu_s=2s, "
-        "regression=10%% the allowed growth over the baseline (default: "
-        f"{DEFAULT_TOLERANCE['cpu_s']:g} for CPU time, {DEFAULT_TOLERANCE['peak_mb']:g} for memory "
-        "and copy volume); docs/budgets.md",
+        "regression=10%% the allowed growth over the baseline (default: each metric's, "
+        "docs/baselines.md); docs/budgets.md",
     )
 
 

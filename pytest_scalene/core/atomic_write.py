@@ -1,12 +1,16 @@
-"""Atomic file writes: readers see the old file or the new one, never half of either."""
+"""Atomic file writes: readers see the old file or the new one, never half of either; and a lock on
+a directory, so that parallel runs writing into it (CI shards on one runner, several sessions)
+read, merge and write each file in turn instead of losing each other's tests."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 _AT_FDCWD = -100
@@ -119,3 +123,16 @@ def write_text_atomic(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def locked(directory: str | os.PathLike[str]) -> Iterator[None]:
+    """An exclusive lock on `directory`: flock on the directory itself, so there is no lock file
+    to commit."""
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -33,7 +33,7 @@ GPU_PEAK_MB = "gpu_peak_mb"
 GPU_UTIL_PERCENT = "gpu_util_percent"
 GPU_MEMORY_SCOPE = "gpu_memory_scope"  # "process" or "device": what gpu_peak_mb counts
 
-# -- profiled child processes (subprocesses/collector.py) --------------------------------------
+# -- profiled child processes (subprocesses/child_profiles.py) ---------------------------------
 CHILDREN = "children"  # how many profiled children reported
 CHILDREN_CPU_S = "children_cpu_s"
 CHILDREN_PEAK_MB = "children_peak_mb"
@@ -54,6 +54,6 @@ INSTRUCTIONS_MISSING = "instructions_missing"  # why a test that needs counts ha
 
 # -- judgements (gates/, compare_ref/, history/) -----------------------------------------------
 BASELINE = "baseline"  # the stored baseline's file, line matching and notes
-AB = "ab"  # the A/B comparison against a git ref (compare_ref/plugin.py)
+AB = "ab"  # the A/B comparison against a git ref (compare_ref/ref_judge.py)
 HISTORY = "history"  # how the test was judged against its recent runs
 VERDICTS = "verdicts"  # the verdicts, in the JSON only (TestProfile.verdicts in memory)

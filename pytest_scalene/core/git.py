@@ -1,5 +1,5 @@
 """git, as the plugin runs it: the A/B mode's baseline worktree (compare_ref/git_tree.py) and a
-run's identity in the history store (history/record.py)."""
+run's identity in the history store (history/run_records.py)."""
 
 from __future__ import annotations
 

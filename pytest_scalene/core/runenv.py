@@ -3,7 +3,7 @@ an xdist worker, whether the allocator shim is here (memory profiling possible) 
 whether the command line asks for profiling, and the LD_PRELOAD variables that start a process
 with the shim and let it undo them.
 
-Plain Python, no pytest import: profiled children (subprocesses/agent.py) import this too.
+Plain Python, no pytest import: profiled children (subprocesses/child_agent.py) import this too.
 """
 
 from __future__ import annotations

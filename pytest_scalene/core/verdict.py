@@ -1,5 +1,5 @@
 """A gate's verdict on one test: what budgets (gates/budgets.py), the baseline comparison
-(gates/comparison.py), the history (history/judge.py) and the A/B comparison return, what the
+(gates/comparison.py), the history (history/recent_runs.py) and the A/B comparison return, what the
 profile keeps (TestProfile.verdicts; `verdicts` in docs/json-schema.md, written and read by
 core/codec.py) and what every report shows, by field."""
 

@@ -21,6 +21,7 @@ from .budgets import Budget, budget_of
 from .comparison import CPU_TIMED, NoiseRule, compare
 from .findings import Comparison, Finding
 from .metrics import METRICS
+from .pipeline import Unjudged
 
 ONLY_INSTRUCTIONS = tuple(name for name in METRICS if name != "instructions")  # compare's skip
 SUSPECT_KEY = pytest.StashKey[str]()  # the first CPU regression the confirmation re-ran for
@@ -36,6 +37,9 @@ def counts_moved(
         for before, after in ((first, second), (second, first))
         for f in compare(before, after, rule, ONLY_INSTRUCTIONS).findings
     )
+
+
+COUNTS_UNJUDGED = Unjudged("instruction counts (--profile-measure=instructions)")
 
 
 class StoredBaselines:
@@ -75,6 +79,11 @@ class StoredBaselines:
         return stored.tests.get(nodeid) if stored else None
 
     # -- the judge -------------------------------------------------------------------------------
+    @staticmethod  # it reads the profile alone
+    def unjudged(profile: TestProfile) -> Unjudged | None:
+        """A test the instruction counts were asked for and could not count."""
+        return COUNTS_UNJUDGED if extra_keys.INSTRUCTIONS_MISSING in profile.extra else None
+
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         found = self._comparison(profile, budget_of(item))
         suspects = [f for f in (found[1].regressions if found else []) if f.metric in CPU_TIMED]

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..core.atomic_write import remove_scratch_folder, scratch_folder, write_text_atomic
-from ..core.dir_lock import locked
+from ..core.atomic_write import locked, remove_scratch_folder, scratch_folder, write_text_atomic
 from ..core.natural_values import is_number
 
 BASELINE_SCHEMA = 1

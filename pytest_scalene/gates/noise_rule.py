@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..config.options import DEFAULT_TOLERANCE
 from ..core.model import PER_CALL_EXTRA, counted_calls
 from .metrics import METRICS
 
@@ -80,7 +79,7 @@ class NoiseRule:
     def tolerance_for(self, metric: str) -> float:
         if self.tolerance is not None:
             return self.tolerance
-        return DEFAULT_TOLERANCE[metric]
+        return METRICS[metric].tolerance
 
     def floor(self, metric: str) -> float:
         """The smallest growth of `metric` that can count as a regression, whatever its value."""

@@ -2,16 +2,17 @@
 
 Every gate is a `Judge`: perf_budget markers (gates/judging.py), the stored baselines, whose
 figures are sampled or counted under valgrind (gates/baseline_judge.py), the history
-(history/session.py) and the A/B comparison against a git ref (compare_ref/plugin.py). `confirm`
-is the one loop that re-runs a test whose timed CPU figure a judge suspects; `judge_report` is
-the one place a report fails, with every judge's failed verdicts, and where the profile gets
-them all (TestProfile.verdicts, which every output reads by field).
+(history/history_gate.py) and the A/B comparison against a git ref (compare_ref/ref_judge.py).
+`confirm` is the one loop that re-runs a test whose timed CPU figure a judge suspects;
+`judge_report` is the one place a report fails, with every judge's failed verdicts, and where
+the profile gets them all (TestProfile.verdicts, which every output reads by field).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import pytest
@@ -21,6 +22,14 @@ from ..core.model import TestProfile
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
 from .repeat import CONFIRM_PAUSES_S, rerun_of, run_again
+
+
+@dataclass(frozen=True)
+class Unjudged:
+    """Why a gate could not judge a passing test, as the end of the output names it."""
+
+    gate: str  # e.g. "the history (--profile-compare-history)"
+    fails: bool = True  # False: nothing to compare with yet (a new test), noted, never a failure
 
 
 class Judge(Protocol):
@@ -33,6 +42,11 @@ class Judge(Protocol):
 
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         """The message of a timed CPU regression to confirm by running again, or None."""
+        ...
+
+    def unjudged(self, profile: TestProfile) -> Unjudged | None:
+        """Whether this gate, asked for, could not judge the passing test: a gate that cannot
+        judge says so (exit status 7 unless --profile-allow-unjudged), never passes silently."""
         ...
 
 
@@ -76,3 +90,18 @@ def judge_report(
         report.longrepr = "\n".join(failures)
         profile.outcome = "failed"
     return verdicts
+
+
+def unjudged_counts(
+    judges: Sequence[Judge], profiles: Iterable[TestProfile]
+) -> dict[Unjudged, int]:
+    """Per gate, the passing tests it could not judge (a failing test is never judged): those
+    that fail the run first, in the judges' order, then those that only note."""
+    found: dict[Unjudged, int] = {}
+    for profile in profiles:
+        if profile.outcome != "passed":
+            continue
+        for judge in judges:
+            if (why := judge.unjudged(profile)) is not None:
+                found[why] = found.get(why, 0) + 1
+    return dict(sorted(found.items(), key=lambda item: not item[0].fails))

@@ -1,12 +1,29 @@
-"""Opening a history store: the URL picks the backend (SQLite or PostgreSQL)."""
+"""Opening a history store: the URL picks the backend, a plain path or sqlite:///PATH for SQLite,
+postgresql://... for PostgreSQL."""
 
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from .store import HistoryError, HistoryStore
-from .urls import POSTGRES_SCHEMES, describe, sqlite_path
+from .store import HistoryError, HistoryStore, describe
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of an SQLite URL, or None when `url` is not one."""
+    if "://" not in url:
+        return url  # a plain path
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        return None
+    if parts.netloc:
+        raise HistoryError(
+            f"{url}: an SQLite URL has no host: write sqlite:///relative/path or "
+            "sqlite:////absolute/path"
+        )
+    return unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
 
 
 def backend_for(url: str | None, create: bool = True) -> HistoryStore:

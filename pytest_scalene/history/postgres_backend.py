@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .store import HistoryError, HistoryStore
-from .urls import describe
+from .store import HistoryError, HistoryStore, describe
 
 SCHEMA_LOCK = 0x5CA1E  # pg_advisory_xact_lock key held while the schema changes
 

@@ -14,13 +14,23 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from . import schema
-from .record import LINE_METRICS, TEST_METRICS, RunRecord, pack_lines, unpack_lines
+from .run_records import LINE_METRICS, TEST_METRICS, RunRecord, pack_lines, unpack_lines
 
 
 class HistoryError(Exception):
     """A history store that cannot be used; str() names the store and what is wrong."""
+
+
+def describe(url: str) -> str:
+    """The URL without its password, for messages and reports."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..config.options import positive_int
 from ..reports.sparkline import sparkline
 from .changepoints import ChangePoint, ChangePointsUnavailable, detect
-from .record import LINE_METRICS, TEST_METRICS
+from .run_records import LINE_METRICS, TEST_METRICS
 from .store import HistoryStore, Point, RunInfo
 
 DEFAULT_LAST = 50

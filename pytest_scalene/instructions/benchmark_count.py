@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..benchmark.fixture import arguments
+from ..benchmark.benchmark_fixture import arguments
 
 FIXTURE = "benchmark"
 # The instructions the counted calls should add up to: the floor is then 2% of a call's count,

@@ -23,8 +23,7 @@ from typing import Any
 import pytest
 
 from ..core import extra_keys
-from ..core.atomic_write import write_text_atomic
-from ..core.dir_lock import locked
+from ..core.atomic_write import locked, write_text_atomic
 from ..core.model import TestProfile, counted_calls
 from ..gates.baseline_judge import StoredBaselines, counts_moved
 from ..gates.baseline_store import TestEntry

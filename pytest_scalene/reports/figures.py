@@ -1,5 +1,5 @@
-"""A test's figures as the terminal reports read them (terminal.py per test, summary.py for the
-suite), and the session's totals line that opens both."""
+"""A test's figures as the terminal reports read them (terminal_report.py per test,
+terminal_summary.py for the suite), and the session's totals line that opens both."""
 
 from __future__ import annotations
 

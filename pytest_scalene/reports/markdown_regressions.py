@@ -1,5 +1,5 @@
-"""The regressions of the Markdown summary (markdown.py): per regressed test, what regressed and
-a small table of its lines before and after, each with its function and source text. Before is
+"""The regressions of the Markdown summary (markdown_report.py): per regressed test, what regressed
+and a small table of its lines before and after, each with its function and source text. Before is
 the baseline (--profile-compare), REF (--profile-compare-ref) or the recent runs' median
 (--profile-compare-history); after is this run."""
 

@@ -13,7 +13,9 @@ from typing import Any
 from ..core.codec import profile_from_dict
 from ..core.model import SCHEMA_VERSION, SessionProfile
 
-UNFINISHED = "unfinished:"  # json_checkpoint's note on a profile written before its run ended
+UNFINISHED = (
+    "unfinished:"  # json_report's checkpoint note on a profile written before its run ended
+)
 
 
 class MergeError(Exception):

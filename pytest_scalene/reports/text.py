@@ -1,6 +1,6 @@
-"""Text that fits a terminal's width, shared by the terminal report (terminal.py) and its
-summary (summary.py): columns counted as the terminal counts them, ids and paths shortened in
-the middle, and lines wrapped between phrases, never inside a figure."""
+"""Text that fits a terminal's width, shared by the terminal report (terminal_report.py) and its
+summary (terminal_summary.py): columns counted as the terminal counts them, ids and paths shortened
+in the middle, and lines wrapped between phrases, never inside a figure."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..compare_ref import git_tree
-from ..compare_ref.session import Setup, ini_args_for
+from ..compare_ref.ab_run import Setup, ini_args_for
 from ..instructions.runner import pytest_launcher
 from .code_map import CodeMap, CodeMapError, load
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from pytest_scalene.history.record import LineRecord, RunRecord, TestRecord
+from pytest_scalene.history.run_records import LineRecord, RunRecord, TestRecord
 
 
 def make_run(

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_scalene.history import schema
 from pytest_scalene.history.connect import open_store
-from pytest_scalene.history.record import RunRecord, fingerprint, machine_info
+from pytest_scalene.history.run_records import RunRecord, fingerprint, machine_info
 
 SUITE = """
 import os
@@ -110,7 +110,7 @@ def _copies(db, count: int, cpu_s: float) -> None:
         options = json.loads(store._execute("SELECT options FROM scalene_runs")[0][0])
         info = json.loads(store._execute("SELECT machine_info FROM scalene_runs")[0][0])
         assert schema.options_key(options) == run.options_key
-        from pytest_scalene.history.record import TestRecord
+        from pytest_scalene.history.run_records import TestRecord
 
         for k in range(count):
             tests = tuple(

@@ -16,7 +16,7 @@ pytest.importorskip("ruptures", reason="change points need ruptures (the [histor
 from pytest_scalene.cli import main  # noqa: E402
 from pytest_scalene.history.changepoints import detect  # noqa: E402
 from pytest_scalene.history.connect import open_store  # noqa: E402
-from pytest_scalene.history.record import RunRecord, TestRecord  # noqa: E402
+from pytest_scalene.history.run_records import RunRecord, TestRecord  # noqa: E402
 from pytest_scalene.history.trends import trends  # noqa: E402
 
 from .history_support import make_run  # noqa: E402

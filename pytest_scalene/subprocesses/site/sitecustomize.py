@@ -2,8 +2,8 @@
 processes a profiled test starts, so that Python imports this file at startup (site.py).
 
 It first runs the sitecustomize that would have run without it (the next one on sys.path),
-then lets the child profile itself (pytest_scalene.subprocesses.agent). Nothing here may break the
-child: a Python that cannot import pytest_scalene just runs unprofiled.
+then lets the child profile itself (pytest_scalene.subprocesses.child_agent). Nothing here may
+break the child: a Python that cannot import pytest_scalene just runs unprofiled.
 """
 
 import os
@@ -28,7 +28,7 @@ def _profile_this_process() -> None:
     if not os.environ.get("PYTEST_SCALENE_CHILD"):
         return
     try:
-        from pytest_scalene.subprocesses import agent as child_agent
+        from pytest_scalene.subprocesses import child_agent
     except Exception:  # another Python, or the plugin is not installed there
         return
     child_agent.start_from_env()

@@ -16,13 +16,13 @@ from ..core import extra_keys, runenv
 from ..core.model import TestProfile
 from ..core.verdict import Verdict
 from ..gates.comparison import CPU_TIMED, NoiseRule
+from ..gates.pipeline import Unjudged
 from ..sampling.profiler import Profiler
-from . import record as records
+from . import run_records
 from .connect import open_store
-from .judge import judge
+from .recent_runs import judge
 from .schema import options_key
-from .store import HistoryError
-from .urls import describe
+from .store import HistoryError, describe
 
 NOT_RECORDED = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
 
@@ -42,6 +42,9 @@ def figure_options(config: pytest.Config, profiler: Profiler) -> dict[str, Any]:
     }
 
 
+UNJUDGED = Unjudged("the history (--profile-compare-history)")
+
+
 class History:
     def __init__(self, config: pytest.Config, profiler: Profiler, options: HistoryOptions) -> None:
         self.config = config
@@ -51,7 +54,7 @@ class History:
         self.recent: dict[str, list[dict[str, Any]]] = {}
         self.summary: list[str] = []
         self.worker = runenv.is_xdist_worker(config)
-        self.machine = records.fingerprint(records.machine_info())
+        self.machine = run_records.fingerprint(run_records.machine_info())
 
     def start(self) -> None:
         """Open the store now: a bad URL or a foreign database stops the run before any test."""
@@ -72,12 +75,17 @@ class History:
         profile = self.profiler.session.tests[nodeid]
         options = self.profiler.options
         rule = NoiseRule.for_run(None, options.interval_s, options.memory_threshold)
-        current = records.test_record(profile).metrics
+        current = run_records.test_record(profile).metrics
         return judge(current, self.recent.get(nodeid, []), rule)
 
     @property
     def confirms_cpu(self) -> bool:
         return self.options.compare
+
+    @staticmethod  # it reads the profile alone
+    def unjudged(profile: TestProfile) -> Unjudged | None:
+        found = profile.extra.get(extra_keys.HISTORY)
+        return UNJUDGED if isinstance(found, dict) and found.get("notes") else None
 
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         """A CPU regression against the history is confirmed as one against a baseline is
@@ -105,7 +113,7 @@ class History:
             self.summary.append(f"history: run not recorded (exit status {session.exitstatus!r})")
             return
         options = figure_options(self.config, self.profiler)
-        run = records.run_record(
+        run = run_records.run_record(
             self.profiler.session, str(self.config.rootpath), options, self.started_at, code_map
         )
         try:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import git_tree, pairs, verdict
+from . import ab_statistic, git_tree, pairs
 from .worker_sampler import NOT_PROJECT_PARTS
 from .workers import (
     STARTUP_TIMEOUT_S,
@@ -214,15 +214,15 @@ def _compare_all(
         second = result.outcomes[nodeid]
         if second.verdict is None:
             continue
-        suspected = verdict.suspects(first.functions) if first.verdict == "pass" else set()
+        suspected = ab_statistic.suspects(first.functions) if first.verdict == "pass" else set()
         if (
             suspected
             and second.verdict == "fail"
-            and not verdict.confirms(second.functions, suspected)
+            and not ab_statistic.confirms(second.functions, suspected)
         ):
             result.outcomes[nodeid] = first  # the pass stands: not borne out
             continue
-        second.first_ratio = verdict.median_ratio(first.ratios)
+        second.first_ratio = ab_statistic.median_ratio(first.ratios)
 
 
 def _measure(
@@ -256,6 +256,6 @@ def _measure(
                 )
             break
         result.outcomes[nodeid] = outcome
-        if outcome.verdict == "fail" or verdict.suspects(outcome.functions):
+        if outcome.verdict == "fail" or ab_statistic.suspects(outcome.functions):
             again.append(nodeid)
     return again

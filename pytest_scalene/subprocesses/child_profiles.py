@@ -30,7 +30,7 @@ from ..core import extra_keys, runenv
 from ..core.codec import profile_from_dict
 from ..core.model import LineStats, TestProfile
 from ..core.natural_values import is_number
-from . import agent as child_agent
+from . import child_agent
 
 SITE_DIR = str(Path(__file__).resolve().parent / "site")
 SUMMED_EXTRAS = ("alloc_mb", "wait_s")

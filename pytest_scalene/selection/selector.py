@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ..compare_ref.session import Setup
+from ..compare_ref.ab_run import Setup
 from ..config.history_options import HistoryOptions
 from ..config.options import GateOptions
 from ..gates.budgets import MARKER

@@ -1,5 +1,5 @@
 """The child side of --profile-subprocesses: a Python process started by a profiled test
-profiles itself and leaves its profile in the test's spool directory (collector.py reads it).
+profiles itself and leaves its profile in the test's spool directory (child_profiles.py reads it).
 
 How a child gets here:
 - a new interpreter (subprocess, multiprocessing spawn): the parent puts child_site/ first on

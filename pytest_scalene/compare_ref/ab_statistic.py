@@ -290,7 +290,7 @@ def judge_functions(
 def suspects(functions: Sequence[FunctionVerdict]) -> set[tuple[str, str]]:
     """In a passing reading, the functions whose share clearly grew (z above FUNCTION_Z) while
     their ratio stayed at or under FUNCTION_FAIL_ABOVE: the side's process as a whole may have
-    read fast; session.py measures such a test again in fresh workers."""
+    read fast; ab_run.py measures such a test again in fresh workers."""
     return {
         (f.file, f.function)
         for f in functions

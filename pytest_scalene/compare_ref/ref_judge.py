@@ -1,5 +1,5 @@
 """The pytest side of `--profile-compare-ref=REF`: after collection, the profiled tests are
-compared with REF's version in alternating runs (session.py); each test's result goes on its
+compared with REF's version in alternating runs (ab_run.py); each test's result goes on its
 profile (extra["ab"]) before its call phase is judged, and `CompareRef` is the judge that turns
 it into a verdict (gates/pipeline.py)."""
 
@@ -14,15 +14,19 @@ import pytest
 from ..core import extra_keys, runenv
 from ..core.model import TestProfile
 from ..core.verdict import REGRESSION, Verdict
+from ..gates.pipeline import Unjudged
 from ..instructions.runner import kept_arguments
 from ..sampling.profiler import Profiler
-from . import git_tree, pairs, verdict
-from . import session as ab_session
+from . import ab_run, ab_statistic, git_tree, pairs
 
+UNJUDGED = Unjudged("the A/B comparison (--profile-compare-ref)")
+NOTHING_TO_COMPARE = Unjudged(
+    "the A/B comparison, nothing to compare with (new test or new setup)", fails=False
+)
 FUNCTIONS_KEPT = 5  # the judged functions kept in the JSON: failing first, then by ratio
 
 
-def check(config: pytest.Config, ref: str) -> ab_session.Setup:
+def setup_for(config: pytest.Config, ref: str) -> ab_run.Setup:
     """The setup for comparing with `ref`, or a usage error naming what is wrong."""
     where = "--profile-compare-ref"
     try:
@@ -41,7 +45,7 @@ def check(config: pytest.Config, ref: str) -> ab_session.Setup:
         and (getattr(config.option, "numprocesses", None))
     ):
         raise pytest.UsageError(f"{where} runs its own workers: run it without -n (pytest-xdist)")
-    return ab_session.Setup(
+    return ab_run.Setup(
         root=root,
         rootdir=Path(config.rootpath).resolve(),
         commit=commit,
@@ -51,7 +55,7 @@ def check(config: pytest.Config, ref: str) -> ab_session.Setup:
     )
 
 
-def result_of(outcome: pairs.Outcome, setup: ab_session.Setup) -> dict[str, Any]:
+def result_of(outcome: pairs.Outcome, setup: ab_run.Setup) -> dict[str, Any]:
     found: dict[str, Any] = {"ref": setup.ref, "commit": setup.commit}
     if outcome.verdict is None:
         found["note"] = outcome.note
@@ -60,14 +64,14 @@ def result_of(outcome: pairs.Outcome, setup: ab_session.Setup) -> dict[str, Any]
     found.update(
         {
             "verdict": outcome.verdict,
-            "ratio": round(verdict.median_ratio(outcome.ratios), 4),
-            "fails_above": verdict.threshold_at(n),
+            "ratio": round(ab_statistic.median_ratio(outcome.ratios), 4),
+            "fails_above": ab_statistic.threshold_at(n),
             "pairs": n,
             "ratios": [round(r, 4) for r in outcome.ratios],
             "first_ratio": None if outcome.first_ratio is None else round(outcome.first_ratio, 4),
             "calls_per_run": outcome.inner,
-            "baseline_cpu_s": round(verdict.median_ratio(outcome.baseline_cpu_s), 6),
-            "cpu_s": round(verdict.median_ratio(outcome.cpu_s), 6),
+            "baseline_cpu_s": round(ab_statistic.median_ratio(outcome.baseline_cpu_s), 6),
+            "cpu_s": round(ab_statistic.median_ratio(outcome.cpu_s), 6),
         }
     )
     found["test_verdict"] = outcome.test_verdict
@@ -88,7 +92,7 @@ def result_of(outcome: pairs.Outcome, setup: ab_session.Setup) -> dict[str, Any]
         }
         for f in outcome.functions[:FUNCTIONS_KEPT]
     ]
-    found["function_fails_above"] = verdict.FUNCTION_FAIL_ABOVE
+    found["function_fails_above"] = ab_statistic.FUNCTION_FAIL_ABOVE
     found["lines"] = [
         {
             "file": g.file,
@@ -103,7 +107,7 @@ def result_of(outcome: pairs.Outcome, setup: ab_session.Setup) -> dict[str, Any]
 
 
 class CompareRef:
-    def __init__(self, config: pytest.Config, profiler: Profiler, setup: ab_session.Setup) -> None:
+    def __init__(self, config: pytest.Config, profiler: Profiler, setup: ab_run.Setup) -> None:
         self.config = config
         self.profiler = profiler
         self.setup = setup
@@ -128,18 +132,18 @@ class CompareRef:
         )
         started = time.perf_counter()
         try:
-            found = ab_session.run(self.setup, nodeids)
-        except (ab_session.SameCodeError, git_tree.GitError) as exc:
+            found = ab_run.run(self.setup, nodeids)
+        except (ab_run.SameCodeError, git_tree.GitError) as exc:
             raise pytest.UsageError(
                 f"--profile-compare-ref={self.setup.ref}: {exc}. Both sides must run their own "
                 "version of the code: make the code under test importable from each tree (a "
                 "flat layout, or `pythonpath = src` in the pytest configuration) rather than "
                 "from an installed copy (pip install without -e)"
-                if isinstance(exc, ab_session.SameCodeError)
+                if isinstance(exc, ab_run.SameCodeError)
                 else f"--profile-compare-ref={self.setup.ref}: {exc}"
             ) from None
         except Exception as exc:  # a bug here must not hide the tests' own results
-            found = ab_session.Result(
+            found = ab_run.Result(
                 problem=f"the comparison crashed ({type(exc).__name__}: {exc}); please report it"
             )
         for nodeid in nodeids:
@@ -172,6 +176,13 @@ class CompareRef:
 
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         return None
+
+    @staticmethod  # it reads the profile alone
+    def unjudged(profile: TestProfile) -> Unjudged | None:
+        result = profile.extra.get(extra_keys.AB)
+        if not isinstance(result, dict) or "note" not in result:
+            return None
+        return UNJUDGED if ab_run.comparable(str(result["note"])) else NOTHING_TO_COMPARE
 
 
 def _inclusive(ratio: float | None) -> str:
@@ -214,7 +225,7 @@ def verdict_of(result: dict[str, Any]) -> Verdict | None:
         ]
         slower = (
             f"; slower function: {', '.join(shown)} (self fails above "
-            f"{result.get('function_fails_above', verdict.FUNCTION_FAIL_ABOVE):.2f}x)"
+            f"{result.get('function_fails_above', ab_statistic.FUNCTION_FAIL_ABOVE):.2f}x)"
         )
         if failing[0]["line"] is not None:
             where = f"{failing[0]['file']}:{failing[0]['line']} {failing[0]['function']}"
