@@ -1,7 +1,7 @@
-"""Facts about the run that several layers need, derived in one place: whether this process is
-an xdist worker, whether the allocator shim is here (memory profiling possible) and why not,
-whether the command line asks for profiling, and the LD_PRELOAD variables that start a process
-with the shim and let it undo them.
+"""Facts about the run that several layers need, derived in one place: whether this process is an
+xdist worker, whether the allocator shim is here (memory profiling possible) and why not, whether
+the command line asks for profiling, the interpreter's identity, and the LD_PRELOAD variables that
+start a process with the shim and let it undo them.
 
 Plain Python, no pytest import: profiled children (subprocesses/child_agent.py) import this too.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,12 @@ PROFILE_EVERY_TEST = (
 BUDGET_OPTIONS = ("profile_budget",)
 
 _shim_problem: str | None = None
+
+
+def interpreter() -> str:
+    """The interpreter that instruction counts and code maps depend on: implementation, version
+    and build. (The history's machine names major.minor only: timings compare across patches.)"""
+    return f"{sys.implementation.name} {sys.version}"
 
 
 def is_xdist_worker(config: Any) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.model import COUNTED_CALLS_KEY
-from ..core.runenv import COUNTING_ENV
+from ..core.runenv import COUNTING_ENV, interpreter
 from . import callgrind_out
 from .child_plugin import CALLS_ENV, LABEL_PREFIX, RESULTS_ENV
 
@@ -89,7 +89,7 @@ def python_flags() -> list[str]:
 def environment(valgrind: str) -> dict[str, str]:
     """What the counts depend on besides the code: a mismatch makes them incomparable."""
     return {
-        "python": f"{sys.implementation.name} {sys.version}",
+        "python": interpreter(),
         "valgrind": valgrind,
         "callgrind_options": " ".join((*CALLGRIND_OPTIONS, *python_flags())),
         "hash_seed": HASH_SEED,

@@ -13,9 +13,10 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.runenv import interpreter
 from .code_map import UNMATCHED, CodeMap
 from .digests import FileDigests, digest_source, fingerprint
-from .places import installed_version, interpreter
+from .places import installed_version
 
 Reader = Callable[[str], "bytes | None"]  # a map's file key -> that file's bytes (None: absent)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import os
-import platform
 import re
 import site
 import sys
@@ -19,12 +18,6 @@ STDLIB = "stdlib"
 INSTALL_DIRS = ("site-packages", "dist-packages")
 OWN_PACKAGE = os.path.realpath(Path(__file__).parent.parent) + os.sep
 UNCHECKED = "unchecked"
-
-
-@functools.cache
-def interpreter() -> str:
-    """What a map's figures depend on beyond the code: implementation, version and build."""
-    return f"{platform.python_implementation()} {platform.python_version()} ({sys.version})"
 
 
 def _site_dirs() -> list[str]:

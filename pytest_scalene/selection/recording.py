@@ -10,9 +10,10 @@ import types
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..core.runenv import interpreter
 from .code_map import UNMATCHED, CodeMap, TestCode
 from .digests import TOP, FileDigests, digest_source, fingerprint
-from .places import STDLIB, UNCHECKED, Places, interpreter
+from .places import STDLIB, UNCHECKED, Places
 
 MODULE_TOP = "<module>" + TOP
 
