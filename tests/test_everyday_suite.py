@@ -61,8 +61,13 @@ def run_suite(directory: Path, *args: str) -> Run:
         text=True,
     )
     output = done.stdout + done.stderr
-    final = output.strip().splitlines()[-1]
-    counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", final) if word != "warning"}
+    # pytest's closing line, "=== 3 passed, 1 failed in 1.2s ===": the last of stdout's, whatever
+    # other plugins print after it or on stderr
+    finals = re.findall(r"^=+ (.+) in [\d.]+s\b.*=+$", done.stdout, re.MULTILINE)
+    assert finals, output[-2000:]
+    counts = {
+        word: int(n) for n, word in re.findall(r"(\d+) (\w+)", finals[-1]) if word != "warning"
+    }
     counts.pop("warnings", None)
     failed = dict(re.findall(r"^FAILED (\S+) - (.*)$", output, re.MULTILINE))
     cases, totals = _junit(junit)

@@ -322,3 +322,42 @@ def test_missing_valgrind_is_a_clear_error(pytester, tmp_path, monkeypatch):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--profile-measure=instructions: valgrind is not installed*"])
     assert "Traceback" not in result.stderr.str()
+
+
+WARMED_SUITE = """
+import functools
+import os
+
+SLOW = float(os.environ.get("SLOW", "1"))
+
+
+@functools.lru_cache(maxsize=None)
+def table(n):  # built once per process: by whichever test asks first
+    return tuple(i * i % 11 for i in range(n))
+
+
+def test_a_warms():
+    assert sum(table(200_000)) > 0
+
+
+def test_b_slowed():
+    acc = 0
+    for i in range(int(20_000 * SLOW)):
+        acc += i % 3
+    assert sum(table(200_000)) + acc > 0
+"""
+
+
+@needs_valgrind
+def test_a_regression_behind_a_warmed_cache_is_judged_not_called_timing(pytester):
+    # The second counting session (the confirmation of a count that moved) runs the first
+    # session's tests in its order: counting test_b_slowed alone, it would build the table
+    # that test_a_warms built for it, read millions more, and be "not judged" as depending on
+    # timing (simplejson's own suite: 3 of 10 slowed tests, exit status 1 hiding it).
+    pytester.makepyfile(test_warm=WARMED_SUITE)
+    _run(pytester, "--profile-save-baseline").assert_outcomes(passed=2)
+    result = _run(pytester, "--profile-compare", slow="1.5")
+    text = result.stdout.str()
+    result.assert_outcomes(passed=1, failed=1)
+    assert "test_b_slowed" in text and "instructions regressed" in text, text
+    assert "moved between two counting sessions" not in text, text

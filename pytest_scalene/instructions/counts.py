@@ -128,11 +128,16 @@ class InstructionCounts:
                 reporter.write_line("the counting session's last lines:\n" + output[-3000:])
 
     def confirm(self, baselines: StoredBaselines) -> None:
-        """Count the tests whose count moved from the baseline (either way) once more, in a
-        second session: a test whose count moves between two sessions by what the gate would
-        call a regression depends on timing (threads polling a lock, an event loop, sleeps): on
-        filelock's own suite such tests read -27% to +37% on unchanged code. Its count is not
-        judged, with a note that says why, in every run; a count that repeats is judged."""
+        """When a test's count moved from the baseline (either way), count the session once more:
+        a test whose count moves between two sessions by what the gate would call a regression
+        depends on timing (threads polling a lock, an event loop, sleeps): on filelock's own
+        suite such tests read -27% to +37% on unchanged code. Its count is not judged, with a
+        note that says why, in every run; a count that repeats is judged.
+
+        The second session runs the first one's tests, in its order, not only the suspects: a
+        test's count includes what the tests before it left warm or cold (a cache, a compiled
+        pattern), so a suspect counted alone reads otherwise for reasons that are not timing (a
+        slowed test behind a cache another test fills read 27 M, then 193 M alone)."""
         suspects = [
             nodeid
             for nodeid, counted in self.counts.items()
@@ -142,8 +147,8 @@ class InstructionCounts:
         if not suspects:
             return
         everything = dict(self.counts)
-        calls = {n: c for n in suspects if (c := _calls_of(everything[n])) is not None}
-        self._count(suspects, "again, to confirm", calls)  # sets self.counts to the suspects'
+        calls = {n: c for n, counted in everything.items() if (c := _calls_of(counted)) is not None}
+        self._count(list(everything), "again, to confirm", calls)  # sets self.counts anew
         again, self.counts = self.counts, everything
         for nodeid in suspects:
             counted, second = everything[nodeid], again.get(nodeid)
