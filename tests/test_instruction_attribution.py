@@ -201,6 +201,7 @@ def _count(pytester: pytest.Pytester, source: str, *tests: str) -> dict[str, run
     return counted
 
 
+@pytest.mark.version_independent
 @needs_valgrind
 def test_each_test_gets_its_own_count(pytester):
     """100x the loop, far more instructions: a count given to the wrong test reads equal."""
@@ -212,7 +213,9 @@ def test_each_test_gets_its_own_count(pytester):
 
 @needs_valgrind
 @needs_trampoline
-@pytest.mark.parametrize("valgrind_opts", ["", "--separate-recs=1"])
+@pytest.mark.parametrize(
+    "valgrind_opts", ["", pytest.param("--separate-recs=1", marks=pytest.mark.version_independent)]
+)
 def test_a_recursive_function_s_count_stays_within_its_test_s(pytester, monkeypatch, valgrind_opts):
     """Also where the user's VALGRIND_OPTS would merge a recursion's activations."""
     monkeypatch.setenv("VALGRIND_OPTS", valgrind_opts)

@@ -205,6 +205,7 @@ def _run(pytester: pytest.Pytester, *args: str, slow: str = "1") -> pytest.RunRe
         del os.environ["SLOW"]
 
 
+@pytest.mark.version_independent
 @needs_valgrind
 def test_saved_counts_pass_unchanged_and_fail_on_a_1_1x_function(pytester):
     pytester.makepyfile(test_work=SUITE)
@@ -221,6 +222,7 @@ def test_saved_counts_pass_unchanged_and_fail_on_a_1_1x_function(pytester):
         assert text.count("no function named: per-function counts need Python 3.12+") >= 2, text
 
 
+@pytest.mark.version_independent
 @needs_valgrind
 def test_other_environment_is_a_note(pytester):
     pytester.makepyfile(test_work=SUITE)
@@ -234,6 +236,7 @@ def test_other_environment_is_a_note(pytester):
     )
 
 
+@pytest.mark.version_independent
 @needs_valgrind
 def test_instruction_budget_in_plain_pytest(pytester):
     pytester.makepyfile(
@@ -256,6 +259,7 @@ def test_instruction_budget_in_plain_pytest(pytester):
     result.stdout.fnmatch_lines(["*test_over*instructions * M > budget 0.100 M*"])
 
 
+@pytest.mark.version_independent
 @needs_valgrind
 def test_xdist_workers_count_once_and_each_judges_its_tests(pytester, tmp_path, monkeypatch):
     """Every xdist worker collects every test: one counting session serves them all."""
@@ -290,6 +294,7 @@ def test_xdist_workers_count_once_and_each_judges_its_tests(pytester, tmp_path, 
     assert runs.read_text().count("run") == 2, runs.read_text()  # each test once, not per worker
 
 
+@pytest.mark.version_independent
 @needs_valgrind
 def test_a_test_that_hangs_only_under_valgrind_ends_by_the_scaled_timeout(pytester):
     """The user's pytest-timeout limit, scaled to callgrind's speed, ends the counting session."""
@@ -348,6 +353,7 @@ def test_b_slowed():
 """
 
 
+@pytest.mark.version_independent
 @needs_valgrind
 def test_a_regression_behind_a_warmed_cache_is_judged_not_called_timing(pytester):
     # The second counting session (the confirmation of a count that moved) runs the first

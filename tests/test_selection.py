@@ -179,6 +179,7 @@ def test_the_map_is_byte_identical_when_nothing_changed(
     assert path.read_bytes() == before
 
 
+@pytest.mark.version_independent
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (Debian's package)")
 def test_the_instruction_gate_measures_only_changed_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(shapes=SHAPES, conftest=CONFTEST, test_shapes=TESTS)
