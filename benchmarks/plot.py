@@ -34,10 +34,10 @@ def draw(results: dict[str, Any], path: Path) -> str | None:
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_yticks([0.5, 1, 1.25, 2, 4, 8, 16])
+    ax.set_yticks([0.5, 1, TARGET_FULL, 2, 4, 8, 16])
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
     ax.set_ylabel("wall time / unprofiled (log)")
-    ax.set_title("Overhead (dashed 1.05x, dotted 1.25x)")
+    ax.set_title(f"Overhead (dashed {TARGET_CPU:g}x, dotted {TARGET_FULL:g}x)")
     if keys:
         ax.legend(fontsize=7, ncol=3)
     touch = results["accuracy"]["touch"]
