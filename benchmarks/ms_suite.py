@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_scalene.instructions.runner import HASH_SEED
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RATIO = {"cpu_only": 1.05, "full": 1.10}  # the suite's CPU time over plain's
 TARGET_MS = 0.5
@@ -93,9 +95,10 @@ def instructions(directory: Path, args: list[str]) -> tuple[int, float]:
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
     ]  # fmt: skip
-    # One hash seed: with a random one, string sets and dicts iterate in another order each
-    # run and the count moves by ~2 M instructions at 50 tests (at seed 0 it repeats exactly).
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # The instruction gate's hash seed: with a random one, string sets and dicts iterate in
+    # another order each run and the count moves by ~2 M instructions at 50 tests (with it fixed
+    # the count repeats exactly).
+    env = {**os.environ, "PYTHONHASHSEED": HASH_SEED}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, cwd=directory, capture_output=True, text=True, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -197,7 +200,7 @@ TIME_WITHOUT_INSTRUCTIONS = (
     "memcpy 35, memmove 22) and the kernel (+96). The plugin's per-test Python code runs "
     "at a far lower rate of instructions per second than the tests' own loops (cold code, "
     "`ctypes` and pybind11 calls, system calls), so the instruction ratio understates its "
-    "time; the suite's 1.46 ms tests leave little to hide it in. The per-test lifecycle "
+    "time; tests of a millisecond or two leave little to hide it in. The per-test lifecycle "
     "is already one sampler, timer, signal and patch set per session; what is left is "
     "many small calls (each test checks its signals, arms and disarms the timer, reads "
     "four clocks, resets and reads the resident peak, and judges its report), no one of "
@@ -321,10 +324,8 @@ LABELS = (("cpu_only", "CPU only"), ("full", "full"))
 
 
 def _load(results: dict) -> str:
-    end = f"at the end {results['loadavg'][0]:.2f}"
-    if "loadavg_before" not in results:  # written before 2026-11-27
-        return end
-    return f"before the first round {results['loadavg_before'][0]:.2f}, {end}"
+    before, end = results["loadavg_before"][0], results["loadavg"][0]
+    return f"before the first round {before:.2f}, at the end {end:.2f}"
 
 
 def _quartiles(results: dict, mode: str) -> str:
