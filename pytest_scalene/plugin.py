@@ -193,18 +193,23 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     run = _run(item.config)
     if run is None or not run.profiler.wants(item):
         return (yield)
-    run.gates.before_call(item)  # a wrong perf_budget marker fails the test before it runs
-    run.gates.in_call.add(item.nodeid)
+    nodeid = item.nodeid  # a property that builds the string at each read
+    gates = run.gates
+    gates.before_call(item)  # a wrong perf_budget marker fails the test before it runs
+    gates.in_call.add(nodeid)
     run.benchmark.watch(item)  # a benchmark test is measured per call of its function
     try:
         run.gpu.ensure()  # loads NVML once, at the first profiled test
-        with run.profiler.profiling(item.nodeid):
+        running = run.profiler.start_test(nodeid)  # profiling(), without its generator
+        try:
             result = yield
-        run.gates.after_call(item, run.judges)  # --profile-repeat, confirmations
+        finally:
+            run.profiler.stop_test(running)
+        gates.after_call(item, run.judges)  # --profile-repeat, confirmations
         return result
     finally:
         run.benchmark.unwatch()
-        run.gates.in_call.discard(item.nodeid)
+        gates.in_call.discard(nodeid)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -212,22 +217,27 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     run = _run(item.config)
-    if run is not None:  # the other sessions' results go on the profile before it is judged
+    if run is None:
+        return (yield)
+    in_call = call.when == "call"
+    if in_call:  # the other sessions' results go on the profile before it is judged
         run.instructions.attach(item, call)
         if run.ab is not None:
             run.ab.attach(item, call)
     report = yield
-    profile = run.profiler.session.tests.get(item.nodeid) if run else None
-    if run is None or profile is None:
+    if not in_call and report.outcome != "failed":
+        return report  # a setup or teardown that passed (or skipped) changes no profile
+    nodeid = item.nodeid
+    profile = run.profiler.session.tests.get(nodeid)
+    if profile is None:
         return report
     # The profile's outcome is the test's: failed if any phase failed, else the call's outcome.
-    phase_decides = report.when == "call" or report.failed
-    if phase_decides and profile.outcome != "failed":
+    if profile.outcome != "failed":
         profile.outcome = report.outcome
     # A subtest's report (unittest's subTest, the subtests fixture) comes while the call
     # runs: judging each one grew user_properties, which every later subtest report
     # copies (quadratic: 6000 subtests took 1.5 GB), and judged a half-run profile.
-    if report.when == "call" and item.nodeid not in run.gates.in_call:
+    if in_call and nodeid not in run.gates.in_call:
         judge_report(run.judges, item, report, profile)  # a failed verdict fails the report
         run.gates.record_properties(item, profile)  # JUnit, with --junitxml
     return report

@@ -119,18 +119,24 @@ class Gates:
     def after_call(self, item: pytest.Item, judges: list[Judge]) -> None:
         """The first run is profiled: --profile-repeat's runs, then the CPU confirmation of the
         `judges` that ask for one, then the leak confirmation."""
-        if item.nodeid not in self.profiler.session.tests:
+        nodeid = item.nodeid
+        profile = self.profiler.session.tests.get(nodeid)
+        if profile is None:
             return
         repeat = self.options.repeat
+        more = repeat.more
         confirming = any(judge.confirms_cpu for judge in judges)
-        if (repeat.more or confirming) and first_run_recorded_outcome(item):
+        if (more or confirming) and first_run_recorded_outcome(item):
             return  # a unittest skip or failure: its outcome comes with the report
-        if repeat.more:
+        if more:
             rerun = rerun_of(item)
-            run_again(self.profiler, item.nodeid, repeat.runs - 1, rerun, repeat.seconds)
+            run_again(self.profiler, nodeid, repeat.runs - 1, rerun, repeat.seconds)
         if confirming:
             confirm(self.profiler, item, judges, repeat.runs)
-        confirm_leaks(self.profiler, item)  # a suspected leak must grow again when run again
+        if more or confirming:  # the re-runs' profile
+            profile = self.profiler.session.tests.get(nodeid)
+        if profile is not None and profile.extra.get(extra_keys.HELD):
+            confirm_leaks(self.profiler, item)  # a suspected leak must grow again when run again
 
     def record_properties(self, item: pytest.Item, profile: TestProfile) -> None:
         """With a JUnit file: the figures and the verdicts as JUnit XML properties (what

@@ -91,7 +91,13 @@ class MemorySampler:
         self._codes: dict[int, CodeType] = {}
         self._scanned = False
         self._resident = Resident()
+        self._lines: dict[LineKey, _LineMemory] = {}
+        self._rss_lines: dict[LineKey, int] = {}  # resident growth seen at CPU samples
         self._reset()
+        self._start_ns = time.monotonic_ns()
+        self._start_footprint = 0
+        self._next_leak_step = 0  # the footprint at which the leak score counts the next one
+        self._dropped = 0
         # For the whole session: memory Python's arenas took before the hooks is not counted
         # when it is given back, so the earlier they are in, the truer the footprint.
         self.native.install_python_hooks()
@@ -109,29 +115,29 @@ class MemorySampler:
                 )
 
     def _reset(self) -> None:
-        self._lines: dict[LineKey, _LineMemory] = {}
+        """The last test's tables cleared (kept when empty: most tests have no sample)."""
+        if self._lines:
+            self._lines = {}
+        if self._rss_lines:
+            self._rss_lines = {}
         self._points: list[tuple[float, float]] = [(0.0, 0.0)]
-        self._start_ns = time.monotonic_ns()
-        self._start_footprint = 0
-        self._next_leak_step = 0  # the footprint at which the leak score counts the next one
-        self._dropped = 0
         self._grown = 0  # the test's totals, lines or not
         self._copied = 0
-        self._rss_lines: dict[LineKey, int] = {}  # resident growth seen at CPU samples
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start_test(self, profile: TestProfile) -> None:
-        if self.native.armed():
+        native = self.native
+        if native.armed():
             raise RuntimeError("the allocator shim is already armed (pytest run inside pytest?)")
         if not self._holds_signal():
             self._take_signal()
         self._reset()
-        self._dropped = self.native.dropped()
-        self._start_footprint = self.native.footprint()
-        self._next_leak_step = self._start_footprint + self.leak_step
+        self._dropped = native.dropped()
+        self._start_footprint = footprint = native.footprint()
+        self._next_leak_step = footprint + self.leak_step
         self._resident.start()
         self._start_ns = time.monotonic_ns()
-        self.native.arm(self.threshold, self.track_step, self.copy_step, self.signum)
+        native.arm(self.threshold, self.track_step, self.copy_step, self.signum)
         self._active = True
 
     def stop_test(self, profile: TestProfile) -> None:
@@ -324,21 +330,26 @@ class MemorySampler:
     # -- results -----------------------------------------------------------------------------
     def _finish(self, profile: TestProfile, elapsed_s: float) -> None:
         native = self.native
+        test = profile.extra
         start_fp, end_fp = self._start_footprint, native.footprint()
-        self._points.append((elapsed_s, (end_fp - start_fp) / MB))
-        profile.extra[extra_keys.PEAK_MB] = max(0.0, (native.peak() - start_fp) / MB)
-        profile.extra[extra_keys.ALLOC_MB] = max(0.0, self._grown / MB)
-        copied_mb = profile.extra[extra_keys.COPY_MB] = self._copied / MB
-        profile.extra[extra_keys.COPY_MB_S] = copied_mb / elapsed_s if elapsed_s > 0 else 0.0
+        points = self._points
+        points.append((elapsed_s, (end_fp - start_fp) / MB))
+        test[extra_keys.PEAK_MB] = max(0.0, (native.peak() - start_fp) / MB)
+        test[extra_keys.ALLOC_MB] = max(0.0, self._grown / MB)
+        copied_mb = test[extra_keys.COPY_MB] = self._copied / MB
+        test[extra_keys.COPY_MB_S] = copied_mb / elapsed_s if elapsed_s > 0 else 0.0
         resident = self._resident.peak_growth()
         if resident is not None:
-            profile.extra[extra_keys.RSS_MB] = max(0.0, resident / MB)
-        profile.extra[extra_keys.TIMELINE] = timeline.reduce(self._points)
+            test[extra_keys.RSS_MB] = max(0.0, resident / MB)
+        if len(points) == 2:  # no sample: the start and the end, nothing to reduce
+            test[extra_keys.TIMELINE] = [[0.0, 0.0], [elapsed_s, points[1][1]]]
+        else:
+            test[extra_keys.TIMELINE] = timeline.reduce(points)
         if not self._lines and not self._rss_lines and not profile.lines:
             # No sample landed (most short tests): no line figures, no tracked allocation.
-            profile.extra[extra_keys.RETAINED] = []
-            profile.extra[extra_keys.LEAKS] = []
-            profile.extra[extra_keys.HELD] = []
+            test[extra_keys.RETAINED] = []
+            test[extra_keys.LEAKS] = []
+            test[extra_keys.HELD] = []
             return
         evidence = []
         held: dict[LineKey, int] = {}

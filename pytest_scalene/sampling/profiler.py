@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from time import perf_counter  # bound now: a test may patch or delete time.perf_counter
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..config.options import ProfileOptions
 from ..core import extra_keys
@@ -92,13 +91,22 @@ class Profiler:
     def profiling(self, nodeid: str) -> Iterator[TestProfile]:
         """Profile the enclosed block as test `nodeid`. Profiler failures never hide the test's
         own outcome: they become notes, and the block runs as it would without the profiler."""
+        running = self.start_test(nodeid)
+        try:
+            yield running.profile
+        finally:
+            self.stop_test(running)
+
+    def start_test(self, nodeid: str) -> RunningTest:
+        """Start profiling test `nodeid` (profiling() without a context manager, for the
+        per-test hook: one less generator a test); stop_test() must follow, whatever happens."""
         profile = self.session.tests.get(nodeid)
         if profile is None:
             profile = self.session.tests[nodeid] = TestProfile(nodeid)
             if not self._warmed_up:
                 profile.extra[extra_keys.WARM_UP] = True
         self._warmed_up = True
-        sampler = self._session_sampler()
+        sampler: CpuSampler | None = self._session_sampler()
         started: list[Collector] = []
         for collector in self.collectors:
             try:
@@ -107,39 +115,48 @@ class Profiler:
             except Exception as exc:
                 self.note(f"{type(collector).__name__} failed to start: {exc!r}")
         try:
-            sampler.start(profile)
+            sampler.start(profile)  # type: ignore[union-attr]
         except SignalBusy as exc:
             self.note(f"CPU sampling skipped for tests that hold the timer signal: {exc}")
-            profile.extra[extra_keys.CPU_SAMPLING_SKIPPED] = str(
-                exc
-            )  # CPU budgets say so, never pass
+            # CPU budgets say so, never pass
+            profile.extra[extra_keys.CPU_SAMPLING_SKIPPED] = str(exc)
             sampler = None
-        guard = None
         if sampler is not None:
             if sampler.fallback_reason:
                 self.note(f"CPU sampling: {sampler.fallback_reason}")
-            guard = self._guard
             self._current = profile
         # Both stay in from the first test to close(): between tests they pass calls through.
         self._patches.apply()
-        if guard is not None:
-            guard.apply()
-        begin = perf_counter()
+        if sampler is not None:
+            self._guard.apply()  # type: ignore[union-attr]
+        return RunningTest(profile, sampler, started, perf_counter())
+
+    def stop_test(self, running: RunningTest) -> None:
+        profile = running.profile
+        profile.elapsed_s += perf_counter() - running.began
+        # Every step runs even when one before it fails: a collector left running would leave
+        # the shim armed for the rest of the session. The test's own outcome stands.
         try:
-            yield profile
-        finally:
-            profile.elapsed_s += perf_counter() - begin
-            # Every step runs even when one before it fails: a collector left running would
-            # leave the shim armed for the rest of the session.
-            steps: list[tuple[str, Callable[[], object]]] = []
-            steps.append(("the blocking-call patches", self._patches.pause))
-            if sampler is not None:
-                steps.append(("CPU sampler", sampler.stop))
-            for collector in reversed(started):
-                steps.append((type(collector).__name__, partial(collector.stop_test, profile)))
-            for name, step in steps:
-                try:
-                    step()
-                except Exception as exc:  # the test's own outcome stands
-                    self.note(f"{name} failed to stop: {exc!r}")
-            self._current = None
+            self._patches.pause()
+        except Exception as exc:
+            self.note(f"the blocking-call patches failed to stop: {exc!r}")
+        if running.sampler is not None:
+            try:
+                running.sampler.stop()
+            except Exception as exc:
+                self.note(f"CPU sampler failed to stop: {exc!r}")
+        for collector in reversed(running.collectors):
+            try:
+                collector.stop_test(profile)
+            except Exception as exc:
+                self.note(f"{type(collector).__name__} failed to stop: {exc!r}")
+        self._current = None
+
+
+class RunningTest(NamedTuple):
+    """A test between Profiler.start_test and stop_test."""
+
+    profile: TestProfile
+    sampler: CpuSampler | None  # None: CPU sampling skipped (the test holds its signal)
+    collectors: list[Collector]  # those that started
+    began: float  # perf_counter()

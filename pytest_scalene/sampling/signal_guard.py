@@ -117,6 +117,8 @@ class SignalGuard:
     def apply(self) -> None:
         """Wraps the functions (once; again after undo())."""
         global _current
+        if _current is self:
+            return  # in since an earlier test (each test applies it; most find it in)
         applied = self._patches.apply(
             (
                 (signal, "signal", self._signal),
