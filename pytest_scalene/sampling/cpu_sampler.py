@@ -39,7 +39,7 @@ from ..core import extra_keys
 from ..core.model import LineKey, TestProfile
 from .call_sites import on_call
 from .scope import CodeScope, where_it_ran
-from .threads import current_frames, thread_cpu
+from .threads import current_frames, only_main_thread, thread_cpu
 from .timers import (
     IntervalTimer,
     SamplingTimer,
@@ -225,7 +225,7 @@ class CpuSampler:
             timer.disarm()
         self._in_handler = True  # a tick already pending must not sample a second time
         try:
-            if frame is None and not self._thread_clock and self._only_main_thread():
+            if frame is None and not self._thread_clock and only_main_thread(self._main_ident):
                 self._final_main_only()
             else:
                 self._sample(frame, final=True)
@@ -271,14 +271,12 @@ class CpuSampler:
         self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, perf_counter()
         self._timer_clock = self._timer_now()
         self._until_expiry = self.interval_s  # just armed: asking the timer costs a system call
-        # Only the main thread (most tests): no baseline is needed, since a thread without one
-        # is charged nothing and the main thread takes the process's CPU no thread accounts
-        # for; one thread's clock and the frames cost 5 us a test.
-        self._thread_clock = (
-            {ident: cpu for ident in current_frames() if (cpu := thread_cpu(ident)) is not None}
-            if len(threading._active) > 1  # type: ignore[attr-defined]
-            else {}
-        )
+        # The main thread alone (most tests) needs no baseline: it takes the CPU time no
+        # thread's clock accounts for, and reading none saves 5 us a test.
+        self._thread_clock = {}
+        if not only_main_thread(self._main_ident):
+            frames = current_frames()
+            self._thread_clock = {i: cpu for i in frames if (cpu := thread_cpu(i)) is not None}
 
     def _exclude_handler_time(self, main_clock_at_entry: float) -> None:
         """Move the baselines past the main thread's time in the handler: that is the
@@ -305,19 +303,12 @@ class CpuSampler:
         finally:
             self._in_handler = False
 
-    def _only_main_thread(self) -> bool:
-        """threading knows the main thread alone: thread_cpu can read no other thread's time
-        (the CPU time of threads it does not know is the main thread's), so there is no other
-        thread to charge or frame to walk."""
-        known = threading._active  # type: ignore[attr-defined]
-        return len(known) == 1 and self._main_ident in known
-
     def _ordered_frames(self) -> list[tuple[int, FrameType | None]]:
         # The main thread last, so that it can take the CPU time no other thread accounts for.
         # The main thread's entry is this very frame: kept, it would make a reference cycle
         # that keeps the test's frames (and their memory) alive until the next gc; _sample
         # uses the handler's frame for the main thread instead.
-        if self._only_main_thread():
+        if only_main_thread(self._main_ident):
             return [(self._main_ident, None)]
         frames = current_frames()
         has_main = frames.pop(self._main_ident, None) is not None

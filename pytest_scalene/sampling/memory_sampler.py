@@ -94,10 +94,8 @@ class MemorySampler:
         self._lines: dict[LineKey, _LineMemory] = {}
         self._rss_lines: dict[LineKey, int] = {}  # resident growth seen at CPU samples
         self._reset()
-        self._start_ns = time.monotonic_ns()
-        self._start_footprint = 0
+        self._start_ns = self._start_footprint = self._dropped = 0  # set by start_test
         self._next_leak_step = 0  # the footprint at which the leak score counts the next one
-        self._dropped = 0
         # For the whole session: memory Python's arenas took before the hooks is not counted
         # when it is given back, so the earlier they are in, the truer the footprint.
         self.native.install_python_hooks()
@@ -121,8 +119,7 @@ class MemorySampler:
         if self._rss_lines:
             self._rss_lines = {}
         self._points: list[tuple[float, float]] = [(0.0, 0.0)]
-        self._grown = 0  # the test's totals, lines or not
-        self._copied = 0
+        self._grown = self._copied = 0  # the test's totals, lines or not
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start_test(self, profile: TestProfile) -> None:
@@ -341,10 +338,7 @@ class MemorySampler:
         resident = self._resident.peak_growth()
         if resident is not None:
             test[extra_keys.RSS_MB] = max(0.0, resident / MB)
-        if len(points) == 2:  # no sample: the start and the end, nothing to reduce
-            test[extra_keys.TIMELINE] = [[0.0, 0.0], [elapsed_s, points[1][1]]]
-        else:
-            test[extra_keys.TIMELINE] = timeline.reduce(points)
+        test[extra_keys.TIMELINE] = timeline.reduce(points)
         if not self._lines and not self._rss_lines and not profile.lines:
             # No sample landed (most short tests): no line figures, no tracked allocation.
             test[extra_keys.RETAINED] = []

@@ -47,3 +47,11 @@ def thread_cpu(ident: int) -> float | None:
         return _clock_gettime(((~native) << 3) | 6)
     except (OSError, OverflowError):
         return None
+
+
+def only_main_thread(main_ident: int | None) -> bool:
+    """Whether threading knows the main thread alone: thread_cpu can then read no other
+    thread's time (the CPU time of threads it does not know goes to the main thread), and
+    there is no other thread to charge or frame to walk."""
+    known = threading._active  # type: ignore[attr-defined]
+    return len(known) == 1 and main_ident in known
