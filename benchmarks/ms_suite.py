@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -208,12 +209,37 @@ TIME_WITHOUT_INSTRUCTIONS = (
 )
 
 
+# Measured 2026-11-27 (the leaner per-test path), not re-measured by each run.
+LEANER_PATH = (
+    "The leaner per-test path (2026-11-27, this VM). Where a test's plugin code went, counted "
+    "two deterministic ways on 300 trivial tests (bytecode caches warm, the hash seed fixed): "
+    "the bytecodes the plugin's functions execute a test (`sys.settrace` opcode events over "
+    "100 tests; pytest itself runs 23,300 a test) and callgrind's instructions over plain. "
+    "Before -> after: CPU only 1,587 -> 1,072 bytecodes and 198 k -> 146 k instructions a "
+    "test; full 2,172 -> 1,588 and 375 k -> 322 k (the instructions include the start-up "
+    "spread over the 300 tests). Cut: no thread clock or frame walk while `threading` knows "
+    "the main thread alone (the process's CPU time is then the main thread's); the last "
+    "interval of such a test charged without the general sampler loop; the call hook starts "
+    "and stops the profiler without a generator and without building its stop steps each "
+    "test; setup and teardown reports that passed leave the profile alone; the signal "
+    "guard's patches checked once applied; the leak re-run looked up only when the profile "
+    "holds suspects. The hot path `test_per_test_lifecycle` went from 24.1 M to 18.8 M "
+    "instructions for 200 tests. What full mode still adds on this suite beyond that, "
+    "counted over a run of 200 of its tests (the start-up's calls spread over them): the "
+    "shim's wrappers, about 180 k instructions a test (Python's object allocator hook 80 k: "
+    "up to 16,000 calls a test at ~5 instructions each; memcpy 64 k and memmove 23 k at "
+    "~12 each; malloc and free ~15 k), which every "
+    "interposed call pays by design, and its 14 system calls a test (timer, clocks, "
+    "resident peak, signal checks)."
+)
+
+
 def render(results: dict) -> str:
     rows = []
     counted = results.get("instructions")
     for mode, label in (("cpu_only", "CPU only"), ("full", "full (CPU + memory + copy)")):
         s = results["summary"][mode]
-        ok = s["suite_ratio"] <= TARGET_RATIO[mode] and s["ms_per_test"] <= TARGET_MS
+        verdict = _verdict(_round_ratios(results, mode), TARGET_RATIO[mode], s["ms_per_test"])
         by_count = ""
         if counted:
             c = counted[mode]
@@ -225,7 +251,7 @@ def render(results: dict) -> str:
         rows.append(
             f"| {label} | {s['suite_ratio']:.2f}x | {s['test_ratio']:.2f}x | "
             f"{s['ms_per_test']:.2f} ms | {s['startup_s']:.2f} s | "
-            f"{'pass' if ok else '**MISSED**'} |{by_count}"
+            f"{verdict} |{by_count}"
         )
     spread = [f"{label} {_quartiles(results, mode)}" for mode, label in LABELS]
     spread_text = [
@@ -316,6 +342,8 @@ def render(results: dict) -> str:
             "",
             TIME_WITHOUT_INSTRUCTIONS,
             "",
+            LEANER_PATH,
+            "",
         ]
     )
 
@@ -328,10 +356,41 @@ def _load(results: dict) -> str:
     return f"before the first round {before:.2f}, at the end {end:.2f}"
 
 
+def _round_ratios(results: dict, mode: str) -> list[float]:
+    """The paired ratios: each round's profiled run over the plain run beside it."""
+    plain = results["cpu_s"]["plain"]
+    return [run / p for run, p in zip(results["cpu_s"][mode], plain, strict=True)]
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval for the median: the order statistics whose ranks a
+    Binomial(n, 1/2) count stays between with at least `confidence` (whole range if too few)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    tail, k = 0.0, 0
+    while k < n // 2:
+        nxt = tail + math.comb(n, k) / 2**n  # P(count <= k)
+        if nxt > (1 - confidence) / 2:
+            break
+        tail, k = nxt, k + 1
+    return ordered[max(0, k - 1)] if k else ordered[0], ordered[n - k] if k else ordered[-1]
+
+
+def _verdict(ratios: list[float], target: float, ms_per_test: float) -> str:
+    """pass or MISSED only where the median's 95% interval is on one side of the target:
+    on this VM one round's ratio moves by tens of percent, and a median alone would pass or
+    miss by chance."""
+    low, high = median_interval(ratios)
+    if ms_per_test > TARGET_MS or low > target:
+        return "**MISSED**"
+    if high <= target:
+        return "pass"
+    return f"not settled (median's 95% interval {low:.2f}-{high:.2f}x)"
+
+
 def _quartiles(results: dict, mode: str) -> str:
     """The paired ratios' quartiles: each round's profiled run over the plain run beside it."""
-    plain = results["cpu_s"]["plain"]
-    ratios = [run / p for run, p in zip(results["cpu_s"][mode], plain, strict=True)]
+    ratios = _round_ratios(results, mode)
     if len(ratios) < 4:
         return "(too few rounds)"
     return " / ".join(f"{q:.2f}" for q in statistics.quantiles(ratios, n=4))
