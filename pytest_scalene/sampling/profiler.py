@@ -106,7 +106,7 @@ class Profiler:
             if not self._warmed_up:
                 profile.extra[extra_keys.WARM_UP] = True
         self._warmed_up = True
-        sampler: CpuSampler | None = self._session_sampler()
+        sampler = self._session_sampler()
         started: list[Collector] = []
         for collector in self.collectors:
             try:
@@ -114,22 +114,23 @@ class Profiler:
                 started.append(collector)
             except Exception as exc:
                 self.note(f"{type(collector).__name__} failed to start: {exc!r}")
+        sampling: CpuSampler | None = sampler
         try:
-            sampler.start(profile)  # type: ignore[union-attr]
+            sampler.start(profile)
         except SignalBusy as exc:
             self.note(f"CPU sampling skipped for tests that hold the timer signal: {exc}")
             # CPU budgets say so, never pass
             profile.extra[extra_keys.CPU_SAMPLING_SKIPPED] = str(exc)
-            sampler = None
-        if sampler is not None:
+            sampling = None
+        if sampling is not None:
             if sampler.fallback_reason:
                 self.note(f"CPU sampling: {sampler.fallback_reason}")
             self._current = profile
         # Both stay in from the first test to close(): between tests they pass calls through.
         self._patches.apply()
-        if sampler is not None:
-            self._guard.apply()  # type: ignore[union-attr]
-        return RunningTest(profile, sampler, started, perf_counter())
+        if sampling is not None and self._guard is not None:
+            self._guard.apply()
+        return RunningTest(profile, sampling, started, perf_counter())
 
     def stop_test(self, running: RunningTest) -> None:
         profile = running.profile
