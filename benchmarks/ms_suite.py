@@ -373,7 +373,9 @@ def median_interval(values: list[float], confidence: float = 0.95) -> tuple[floa
         if nxt > (1 - confidence) / 2:
             break
         tail, k = nxt, k + 1
-    return ordered[max(0, k - 1)] if k else ordered[0], ordered[n - k] if k else ordered[-1]
+    if k == 0:
+        return ordered[0], ordered[-1]
+    return ordered[k - 1], ordered[n - k]  # the k-th from each end
 
 
 def _verdict(ratios: list[float], target: float, ms_per_test: float) -> str:
