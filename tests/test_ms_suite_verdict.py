@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import load_module
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "ms_suite.py"
-bench = load_module("ms_suite", SCRIPT)
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+load_module("ms_suite_notes", BENCHMARKS / "ms_suite_notes.py")  # the script imports it
+bench = load_module("ms_suite", BENCHMARKS / "ms_suite.py")
 
 
 def test_median_interval_is_the_binomial_order_statistics():
@@ -30,3 +32,22 @@ def test_verdict_says_not_settled_when_the_interval_spans_the_target():
     straddling = [0.95 + 0.008 * i for i in range(25)]
     assert bench._verdict(straddling, 1.05, 0.1).startswith("not settled")
     assert bench._verdict(under, 1.05, bench.TARGET_MS + 0.1) == "**MISSED**"  # per-test cost
+
+
+def test_startup_is_judged_on_the_paired_extra_of_each_round():
+    # Plain's start-up swings by 0.35 s between rounds; each round's profiled session follows it
+    # +0.02 s (CPU only) or +0.08 s (full). Taken round by round, the extras are exact and the
+    # verdicts settle; against plain's median they would spread by the swing and settle neither.
+    plain = [0.3, 0.6, 0.4, 0.5, 0.35, 0.55, 0.45, 0.65, 0.32, 0.62, 0.42]
+    results = {
+        "startup_cpu_s": {
+            "plain": plain,
+            "cpu_only": [p + 0.02 for p in plain],
+            "full": [p + 0.08 for p in plain],
+        }
+    }
+    assert bench._startup_extras(results, "cpu_only") == pytest.approx([0.02] * len(plain))
+    text = "\n".join(bench._startup_text(results))
+    assert "| CPU only | +0.020 s | pass |" in text
+    assert "| full | +0.080 s | **MISSED** |" in text
+    assert bench._startup_text({"cpu_s": {}}) == []  # a run from before the measurement
