@@ -1,17 +1,19 @@
 """Overhead on a suite of millisecond tests, the everyday case (most real suites): N short tests
-run plain, with `--profile --profile-memory=no` (CPU only) and with `--profile` (full),
-interleaved round by round (the order rotates), each in a fresh process.
+run by pytest without the plugin (`-p no:scalene`, the baseline), with it installed but not
+profiling, with `--profile --profile-memory=no` (CPU only) and with `--profile` (full).
 
-Figures per mode, medians over the rounds, CPU time (user + system of the pytest process, the
-re-executed one included) rather than wall time: on the shared 2-core VM the wall time of the
-same run varies by 50% with the other agents' load, its CPU time by a few percent:
-- the suite ratio: the profiled run's CPU time over the plain run's, in the same round;
-- the cost per test: the extra CPU time of the profiled run, less the extra of an empty session
-  (the same command selecting no test: start-up, re-execution, collection), over N, in ms;
-- the per-test ratio: the tests' part alone, (run - empty session), profiled over plain.
-- the start-up: a session of one empty test, profiled less plain in the same round.
+CPU time (user + system of the pytest process), not wall time, and the four commands of a round
+run side by side in alternation, 20 ms slices each (benchmarks/alternate.py): on this shared
+VM the same run's CPU time moves by 1.3-1.7x in slow phases of the host, which runs one after
+the other see differently and alternated ones share. Medians over the rounds, the ratios paired
+within a round:
+- the suite ratio: the run's CPU time over the baseline's;
+- the cost per test: the run's extra CPU time over the baseline, less the extra of an empty
+  session (the same command selecting no test: start-up, collection), over N, in ms;
+- the per-test ratio: the tests' part alone, (run - empty session), over the baseline's;
+- the start-up: a session of one empty test, less the baseline's.
 Targets (issue 28): the suite <= 1.05x CPU only and <= 1.10x full; <= 0.5 ms per test; the
-start-up <= 0.05 s over plain.
+start-up <= 0.05 s over pytest without the plugin.
 
     .venv/bin/python benchmarks/ms_suite.py                 # 1000 tests, 5 rounds (~3 min)
     .venv/bin/python benchmarks/ms_suite.py --tests 300 --rounds 3 --out build/ms
@@ -35,16 +37,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import alternate
 from ms_suite_notes import LEANER_PATH, TIME_WITHOUT_INSTRUCTIONS, WHERE_THE_TIME_GOES
 
 from pytest_scalene.instructions.runner import HASH_SEED
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_RATIO = {"cpu_only": 1.05, "full": 1.10}  # the suite's CPU time over plain's
+TARGET_RATIO = {"cpu_only": 1.05, "full": 1.10}  # the suite's CPU time over the baseline's
 TARGET_MS = 0.5
 TARGET_STARTUP_S = 0.05  # an empty session's extra CPU time, memory on
+BASE = "no_plugin"  # what a user compares with: pytest as it was before installing us
 MODES = {
-    "plain": [],
+    BASE: ["-p", "no:scalene"],
+    "plain": [],  # installed, no --profile (a test with a perf_budget marker would profile)
     "cpu_only": ["--profile", "--profile-memory=no", "--profile-gpu=no"],
     "full": ["--profile", "--profile-gpu=no"],
 }
@@ -76,9 +81,12 @@ def test_case(i):
 """
 
 
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+
 def cpu_s(directory: Path, args: list[str]) -> float:
-    """CPU time (user + system) of one pytest run, the re-executed process included."""
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    """CPU time (user + system) of one pytest run on its own."""
+    command = [*PYTEST, *args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, cwd=directory, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -89,6 +97,11 @@ def cpu_s(directory: Path, args: list[str]) -> float:
 
 EMPTY = ["-k", "no_test_has_this_name"]
 EMPTY_TEST = "def test_empty():\n    pass\n"
+LABELS = (
+    ("plain", "installed, not profiling"),
+    ("cpu_only", "CPU only"),
+    ("full", "full (CPU + memory + copy)"),
+)
 # Instructions are counted on two suite sizes: the difference is the tests' share, the rest the
 # start-up's; the suite ratio is then the one at --tests tests.
 COUNTED_SIZES = (50, 200)
@@ -132,62 +145,68 @@ def count(tests: int) -> dict:
         _, stretched = instructions(Path(tmp) / str(large), [])
         interval = f"--profile-interval={0.01 * stretched / native:.3f}"
         for mode, args in MODES.items():
-            args = [*args, interval] if args else args
+            args = [*args, interval] if "--profile" in args else args
             runs = {size: instructions(Path(tmp) / str(size), args)[0] for size in COUNTED_SIZES}
             per_test = (runs[large] - runs[small]) / (large - small)
             found[mode] = {"per_test": per_test, "startup": runs[small] - small * per_test}
-    plain = found["plain"]
+    base = found[BASE]
     return {
         mode: {
             "suite_ratio": (tests * f["per_test"] + f["startup"])
-            / (tests * plain["per_test"] + plain["startup"]),
-            "per_test_extra": f["per_test"] - plain["per_test"],
-            "startup_extra": f["startup"] - plain["startup"],
+            / (tests * base["per_test"] + base["startup"]),
+            "per_test_extra": f["per_test"] - base["per_test"],
+            "startup_extra": f["startup"] - base["startup"],
         }
         for mode, f in found.items()
-        if mode != "plain"
-    } | {"plain_per_test": plain["per_test"]}
+        if mode != BASE
+    } | {"base_per_test": base["per_test"]}
 
 
 def measure(tests: int, rounds: int) -> dict:
     loadavg_before = os.getloadavg()  # "quiet": under 0.5 before the first round
+    kinds = {
+        "cpu_s": (".", []),
+        "empty_session_cpu_s": (".", EMPTY),
+        "startup_cpu_s": ("startup", []),
+    }
+    found: dict[str, dict[str, list[float]]] = {kind: {m: [] for m in MODES} for kind in kinds}
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         (directory / "test_ms.py").write_text(SUITE.format(n=tests))
         (directory / "startup").mkdir()
         (directory / "startup" / "test_empty.py").write_text(EMPTY_TEST)
-        runs: dict[str, list[float]] = {m: [] for m in MODES}
-        empty: dict[str, list[float]] = {m: [] for m in MODES}
-        startup: dict[str, list[float]] = {m: [] for m in MODES}
         order = list(MODES)
         for r in range(rounds):
-            for mode in order[r % len(order) :] + order[: r % len(order)]:
-                runs[mode].append(cpu_s(directory, MODES[mode]))
-                empty[mode].append(cpu_s(directory, [*MODES[mode], *EMPTY]))
-                startup[mode].append(cpu_s(directory / "startup", MODES[mode]))
+            order = order[1:] + order[:1]  # each mode starts a round in turn
+            for kind, (where, extra) in kinds.items():
+                commands = [[*PYTEST, *MODES[mode], *extra] for mode in order]
+                spent = alternate.cpu_times(commands, directory / where)
+                for mode, seconds in zip(order, spent, strict=True):
+                    found[kind][mode].append(seconds)
+            runs = found["cpu_s"]
             print(f"round {r + 1}: " + ", ".join(f"{m} {t[-1]:.2f} s" for m, t in runs.items()))
-    tests_plain = [a - b for a, b in zip(runs["plain"], empty["plain"], strict=True)]
+    runs, empty = found["cpu_s"], found["empty_session_cpu_s"]
+    tests_base = [a - b for a, b in zip(runs[BASE], empty[BASE], strict=True)]
     summary = {}
-    for mode in ("cpu_only", "full"):
-        rows = list(zip(runs[mode], empty[mode], runs["plain"], tests_plain, strict=True))
+    for mode, _ in LABELS:
+        rows = list(zip(runs[mode], empty[mode], runs[BASE], tests_base, strict=True))
         summary[mode] = {
-            "suite_ratio": statistics.median(run / plain for run, _, plain, _ in rows),
-            "test_ratio": statistics.median((run - e) / tp for run, e, _, tp in rows),
+            "suite_ratio": statistics.median(run / base for run, _, base, _ in rows),
+            "test_ratio": statistics.median((run - e) / tb for run, e, _, tb in rows),
             "ms_per_test": statistics.median(
-                ((run - e) - tp) * 1000 / tests for run, e, _, tp in rows
+                ((run - e) - tb) * 1000 / tests for run, e, _, tb in rows
             ),
             "startup_s": statistics.median(
-                e - p for e, p in zip(empty[mode], empty["plain"], strict=True)
+                e - b for e, b in zip(empty[mode], empty[BASE], strict=True)
             ),
         }
     return {
         "tests": tests,
         "rounds": rounds,
-        "plain_cpu_s_median": statistics.median(runs["plain"]),
-        "plain_ms_per_test": statistics.median(tests_plain) * 1000 / tests,
-        "cpu_s": runs,
-        "empty_session_cpu_s": empty,
-        "startup_cpu_s": startup,
+        "baseline": BASE,
+        "base_cpu_s_median": statistics.median(runs[BASE]),
+        "base_ms_per_test": statistics.median(tests_base) * 1000 / tests,
+        **found,
         "summary": summary,
         "loadavg_before": loadavg_before,
         "loadavg": os.getloadavg(),
@@ -199,15 +218,18 @@ def measure(tests: int, rounds: int) -> dict:
 def render(results: dict) -> str:
     rows = []
     counted = results.get("instructions")
-    for mode, label in (("cpu_only", "CPU only"), ("full", "full (CPU + memory + copy)")):
+    for mode, label in LABELS:
         s = results["summary"][mode]
-        verdict = _verdict(_round_ratios(results, mode), TARGET_RATIO[mode], s["ms_per_test"])
+        verdict = "(no target)"
+        if mode in TARGET_RATIO:
+            ratios = _round_ratios(results, mode)
+            verdict = _verdict(ratios, TARGET_RATIO[mode], s["ms_per_test"])
         by_count = ""
         if counted:
             c = counted[mode]
             by_count = (
                 f" {c['suite_ratio']:.3f}x | {c['per_test_extra'] / 1e3:.0f} k "
-                f"({c['per_test_extra'] / counted['plain_per_test']:.1%}) | "
+                f"({c['per_test_extra'] / counted['base_per_test']:.1%}) | "
                 f"{c['startup_extra'] / 1e6:.0f} M |"
             )
         rows.append(
@@ -218,18 +240,18 @@ def render(results: dict) -> str:
     spread = [f"{label} {_quartiles(results, mode)}" for mode, label in LABELS]
     spread_text = [
         "",
-        "How much one round's ratio moves on this machine (the suite's CPU over plain's in the "
-        "same round; first quartile / median / third quartile): "
+        "How much one round's ratio moves on this machine (the suite's CPU over the baseline's "
+        "in the same round; first quartile / median / third quartile): "
         + ", ".join(spread)
         + ". A median over the rounds is as good as that spread and their number allow; the "
         "instruction columns do not move with the machine.",
     ]
-    head = "| mode | suite CPU vs plain | tests' CPU vs plain | cost per test | start-up extra "
-    head += "| verdict |"
+    head = "| mode | suite CPU vs baseline | tests' CPU vs baseline | cost per test "
+    head += "| start-up extra | verdict |"
     rule = "|---|---|---|---|---|---|"
     counted_text: list[str] = []
     if counted:
-        head += " suite instructions vs plain | per test extra | start-up extra |"
+        head += " suite instructions vs baseline | per test extra | start-up extra |"
         rule += "---|---|---|"
         counted_text = [
             "",
@@ -243,8 +265,8 @@ def render(results: dict) -> str:
             "time includes. The start-up column is the intercept of that line: what does not "
             "grow linearly with the tests (the cyclic collector's full collections) lands in "
             "it, so read it to within 30 M either way. Counted before 2026-11-27 with a random "
-            "hash seed, the per-test figures moved by ~100 k from run to run. Plain: "
-            f"{counted['plain_per_test'] / 1e6:.2f} M instructions a test.",
+            "hash seed, the per-test figures moved by ~100 k from run to run. The baseline: "
+            f"{counted['base_per_test'] / 1e6:.2f} M instructions a test.",
         ]
     return "\n".join(
         [
@@ -256,14 +278,17 @@ def render(results: dict) -> str:
             "rate. Raw numbers: [benchmarks-ms-suite.json](benchmarks-ms-suite.json).",
             "",
             f"{results['tests']} parametrized tests (JSON round trips, sorting, dates, "
-            f"arithmetic: {results['plain_ms_per_test']:.2f} ms of CPU each unprofiled), run "
-            f"plain and profiled, interleaved over {results['rounds']} rounds; Python "
+            f"arithmetic: {results['base_ms_per_test']:.2f} ms of CPU each without the "
+            "plugin), run by pytest without the plugin (`-p no:scalene`: the baseline), with "
+            "it installed but not profiling, and profiled; the four commands of a round "
+            f"alternated in 20 ms slices, {results['rounds']} rounds; Python "
             f"{results['python']}, {results['date']}, load average {_load(results)} "
-            "(a shared 2-core VM; the benchmark itself is a load of 1). CPU time of the whole "
+            "(a shared 2-core VM; the benchmark itself is a load of 1). CPU time of each "
             "pytest process, not wall time (the module's docstring says why); medians over the "
-            "rounds. The suite ratio includes the start-up (installing the shim, imports); "
+            "rounds. The suite ratio includes the start-up (imports, installing the shim); "
             "the per-test ratio and cost leave it out (an empty session of the same command is "
-            "subtracted); the last column is that start-up's extra CPU.",
+            "subtracted); the start-up column is that empty session's extra CPU (it collects "
+            "the suite; the start-up section below runs one empty test).",
             "",
             f"Targets: the suite <= {TARGET_RATIO['cpu_only']:.2f}x CPU only and "
             f"<= {TARGET_RATIO['full']:.2f}x full, <= {TARGET_MS} ms per test.",
@@ -273,19 +298,16 @@ def render(results: dict) -> str:
             *rows,
             *spread_text,
             *counted_text,
+            *_startup_text(results),
             "",
             WHERE_THE_TIME_GOES,
             "",
             TIME_WITHOUT_INSTRUCTIONS,
             "",
             LEANER_PATH,
-            *_startup_text(results),
             "",
         ]
     )
-
-
-LABELS = (("cpu_only", "CPU only"), ("full", "full"))
 
 
 def _load(results: dict) -> str:
@@ -294,9 +316,9 @@ def _load(results: dict) -> str:
 
 
 def _round_ratios(results: dict, mode: str) -> list[float]:
-    """The paired ratios: each round's profiled run over the plain run beside it."""
-    plain = results["cpu_s"]["plain"]
-    return [run / p for run, p in zip(results["cpu_s"][mode], plain, strict=True)]
+    """The paired ratios: each round's run over the baseline's run beside it."""
+    base = results["cpu_s"][results["baseline"]]
+    return [run / b for run, b in zip(results["cpu_s"][mode], base, strict=True)]
 
 
 def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -335,38 +357,41 @@ def _against(values: list[float], target: float, interval: str) -> str:
 
 
 def _startup_extras(results: dict, mode: str) -> list[float]:
-    """Each round's empty session, profiled less plain (CPU seconds)."""
-    plain = results["startup_cpu_s"]["plain"]
-    return [run - p for run, p in zip(results["startup_cpu_s"][mode], plain, strict=True)]
+    """Each round's session of one empty test, less the baseline's (CPU seconds)."""
+    base = results["startup_cpu_s"][results["baseline"]]
+    return [run - b for run, b in zip(results["startup_cpu_s"][mode], base, strict=True)]
 
 
 def _startup_text(results: dict) -> list[str]:
-    """The start-up target's own table: one empty test, the session's CPU over plain's."""
+    """The start-up target's own table: one empty test, the session's CPU over the baseline's."""
     if "startup_cpu_s" not in results:  # runs before 2026-11-27 did not measure it
         return []
-    plain_s = statistics.median(results["startup_cpu_s"]["plain"])
+    base_s = statistics.median(results["startup_cpu_s"][results["baseline"]])
     rows = []
     for mode, label in LABELS:
         extras = _startup_extras(results, mode)
-        verdict = _against(extras, TARGET_STARTUP_S, "{:+.3f} to {:+.3f} s")
+        verdict = "(no target)"
+        if mode in TARGET_RATIO:
+            verdict = _against(extras, TARGET_STARTUP_S, "{:+.3f} to {:+.3f} s")
         rows.append(f"| {label} | {statistics.median(extras):+.3f} s | {verdict} |")
     return [
         "",
         "## Start-up",
         "",
-        "A session of one empty test (`def test_empty(): pass`), run in each round beside the "
-        "others: its CPU time profiled less plain's in the same round, median over the "
-        f"rounds (plain: {plain_s:.3f} s). Target: <= {TARGET_STARTUP_S} s with memory on "
-        "(the shim installed in the running process, no re-execution).",
+        "A session of one empty test (`def test_empty(): pass`), alternated with the others "
+        "in each round: its CPU time less the baseline's in the same round, median over the "
+        f"rounds (the baseline, pytest without the plugin: {base_s:.3f} s). Target: "
+        f"<= {TARGET_STARTUP_S} s with memory on (the shim installed in the running process, "
+        "no re-execution).",
         "",
-        "| mode | extra CPU over plain | verdict |",
+        "| mode | extra CPU over the baseline | verdict |",
         "|---|---|---|",
         *rows,
     ]
 
 
 def _quartiles(results: dict, mode: str) -> str:
-    """The paired ratios' quartiles: each round's profiled run over the plain run beside it."""
+    """The paired ratios' quartiles: each round's run over the baseline's beside it."""
     ratios = _round_ratios(results, mode)
     if len(ratios) < 4:
         return "(too few rounds)"

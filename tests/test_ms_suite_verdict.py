@@ -10,7 +10,8 @@ import pytest
 from conftest import load_module
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-load_module("ms_suite_notes", BENCHMARKS / "ms_suite_notes.py")  # the script imports it
+for sibling in ("ms_suite_notes", "alternate"):  # the script imports them
+    load_module(sibling, BENCHMARKS / f"{sibling}.py")
 bench = load_module("ms_suite", BENCHMARKS / "ms_suite.py")
 
 
@@ -40,14 +41,17 @@ def test_startup_is_judged_on_the_paired_extra_of_each_round():
     # verdicts settle; against plain's median they would spread by the swing and settle neither.
     plain = [0.3, 0.6, 0.4, 0.5, 0.35, 0.55, 0.45, 0.65, 0.32, 0.62, 0.42]
     results = {
+        "baseline": "no_plugin",
         "startup_cpu_s": {
-            "plain": plain,
+            "no_plugin": plain,
+            "plain": [p + 0.01 for p in plain],
             "cpu_only": [p + 0.02 for p in plain],
             "full": [p + 0.08 for p in plain],
-        }
+        },
     }
     assert bench._startup_extras(results, "cpu_only") == pytest.approx([0.02] * len(plain))
     text = "\n".join(bench._startup_text(results))
     assert "| CPU only | +0.020 s | pass |" in text
-    assert "| full | +0.080 s | **MISSED** |" in text
+    assert "| full (CPU + memory + copy) | +0.080 s | **MISSED** |" in text
+    assert "| installed, not profiling | +0.010 s | (no target) |" in text
     assert bench._startup_text({"cpu_s": {}}) == []  # a run from before the measurement
