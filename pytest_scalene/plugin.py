@@ -15,14 +15,12 @@ import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .benchmark import benchmark_fixture
 from .benchmark.calls import BenchmarkCalls
-from .compare_ref import ref_judge
-from .compare_ref.git_tree import saved_from
 from .config import ini_options, option_errors
 from .config.history_options import HistoryOptions
 from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions, add_options
@@ -32,20 +30,23 @@ from .core.outputs import Outputs
 from .gates.judging import Gates
 from .gates.memory_need import selected_need_memory
 from .gates.pipeline import Judge, judge_report, unjudged_counts
-from .history.history_gate import History
-from .instructions import child_plugin, counts, runner
-from .reports import json_report, markdown_report, terminal_report, terminal_summary
-from .reports.html_report import write_html
-from .reports.speedscope import write_speedscope
+from .instructions import counts
+from .reports import json_report
 from .reports.text import terminal_width
 from .sampling import memory_sampler, preload
 from .sampling.gpu_sampler import GpuSetup
 from .sampling.profiler import Profiler
-from .sampling.stack_recorder import StackRecorder
 from .selection.selector import Selection
 from .subprocesses import child_agent, child_profiles
 from .xdist import worker_profiles
 from .xdist.worker_preload import preloaded_workers
+
+# What only some sessions use is imported where it is used: every pytest session in an
+# environment with the plugin installed imports this module, profiling or not.
+if TYPE_CHECKING:
+    from .compare_ref.ref_judge import CompareRef
+    from .history.history_gate import History
+    from .sampling.stack_recorder import StackRecorder
 
 STACKS_OUTPUT_KEY = "pytest_scalene_stacks"  # a worker's stacks, in xdist's workeroutput
 MAX_NOTES = 10  # gate notes shown without -v
@@ -62,7 +63,7 @@ class Run:
     worker: bool  # an xdist worker: its profiles go to the controller, which writes the files
     instructions: counts.InstructionCounts
     selection: Selection  # the code map: which tests the costly gates measure
-    ab: ref_judge.CompareRef | None = None  # --profile-compare-ref
+    ab: CompareRef | None = None  # --profile-compare-ref
     stacks: StackRecorder | None = None  # --profile-speedscope, --profile-html
     history: History | None = None  # --profile-history
     unjudged: dict[str, int] | None = None  # per gate, once the session ends
@@ -108,6 +109,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     benchmark_fixture.register(config)  # where neither pytest-benchmark nor codspeed does
     if runenv.in_counting_session():
+        from .instructions import child_plugin
+
         child_plugin.register(config)  # the child session under valgrind: no profiling here
         return
     ini_options.resolve(config, config.option)  # ini keys for what the command line left out
@@ -120,11 +123,13 @@ def pytest_configure(config: pytest.Config) -> None:
     json_report.install(config, profiler.session, options.json_path)  # crash-safe JSON
     worker_profiles.install(config, profiler.session)  # a crashed xdist worker loses one test
     gate_options = GateOptions.from_config(config)
-    if gate_options.measure == "instructions" and (problem := runner.problem()) is not None:
+    if gate_options.measure == "instructions" and (problem := _counting_problem()) is not None:
         raise pytest.UsageError(f"--profile-measure=instructions: {problem}")
     worker = runenv.is_xdist_worker(config)
     ab = None
     if gate_options.compare_ref and not worker:
+        from .compare_ref import ref_judge
+
         setup = ref_judge.setup_for(config, gate_options.compare_ref)  # a bad ref: a usage error
         ab = ref_judge.CompareRef(config, profiler, setup)
     outputs = Outputs()
@@ -145,6 +150,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(run.selection, "pytest-scalene-selection")
     history = HistoryOptions.from_config(config)
     if history.url:
+        from .history.history_gate import History
+
         run.history = History(config, profiler, history)
     run.judges = [
         run.gates.budgets,
@@ -156,6 +163,8 @@ def pytest_configure(config: pytest.Config) -> None:
         gpu.ensure()  # a missing GPU is a usage error now, not at the first profiled test
     # Stacks cost a walk per sample: only for the outputs that draw flame graphs.
     if options.speedscope_path is not None or options.html_path is not None:
+        from .sampling.stack_recorder import StackRecorder
+
         run.stacks = StackRecorder(profiler.scope)
         profiler.listeners.append(run.stacks)
 
@@ -277,7 +286,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if run.stacks is not None:
             config.workeroutput[STACKS_OUTPUT_KEY] = json.dumps(run.stacks.to_payload())  # type: ignore[attr-defined]
         return
-    run.gates.save_baselines(session, saved_from(Path(config.rootpath)))
+    if run.gates.options.save_baseline:  # git runs only then (in a big repository, seconds)
+        from .compare_ref.git_tree import saved_from
+
+        run.gates.save_baselines(session, saved_from(Path(config.rootpath)))
     run.selection.save()  # the code map, beside the baselines
     _write_report_files(session, run)
     if run.history is not None:
@@ -299,12 +311,16 @@ def _write_report_files(session: pytest.Session, run: Run) -> None:
     rootdir = str(session.config.rootpath)
     markdown = run.gates.options.markdown_path
     if markdown is not None:
+        from .reports import markdown_report
+
         text = markdown_report.render(profile, rootdir, markdown_report.RunOutcomes.of(session))
         run.outputs.write(
             session, "--profile-markdown", markdown, lambda: write_text_atomic(markdown, text)
         )
     html = options.html_path
     if html is not None:
+        from .reports.html_report import write_html
+
         run.outputs.write(
             session,
             "--profile-html",
@@ -313,6 +329,8 @@ def _write_report_files(session: pytest.Session, run: Run) -> None:
         )
     speedscope, stacks = options.speedscope_path, run.stacks
     if speedscope is not None and stacks is not None:
+        from .reports.speedscope import write_speedscope
+
         run.outputs.write(
             session,
             "--profile-speedscope",
@@ -331,6 +349,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     run = _run(config)
     if run is None:
         return
+    from .reports import terminal_report, terminal_summary
+
     width = terminal_width(config)  # pytest's own width: rows never wrap mid-figure
     if run.history is not None:
         run.history.write_summary(terminalreporter)
@@ -361,6 +381,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) -> None:
+    from .reports import terminal_summary
+
     lines = run.selection.summary() + run.gates.notes()
     for nodeid, profile in run.profiler.session.tests.items():
         ab = profile.extra.get(extra_keys.AB)
@@ -377,3 +399,10 @@ def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) ->
     terminalreporter.write_sep("-", "pytest-scalene gates")
     for line in lines:
         terminalreporter.write_line(line, red=line.startswith("ERROR"))
+
+
+def _counting_problem() -> str | None:
+    """Why instructions cannot be counted here (no valgrind, ...), or None."""
+    from .instructions import runner
+
+    return runner.problem()

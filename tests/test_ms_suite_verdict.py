@@ -51,7 +51,7 @@ def test_startup_is_judged_on_the_paired_extra_of_each_round():
     }
     assert bench._startup_extras(results, "cpu_only") == pytest.approx([0.02] * len(plain))
     text = "\n".join(bench._startup_text(results))
-    assert "| CPU only | +0.020 s | pass |" in text
-    assert "| full (CPU + memory + copy) | +0.080 s | **MISSED** |" in text
-    assert "| installed, not profiling | +0.010 s | (no target) |" in text
+    assert "| CPU only | +0.020 s | +0.010 s | pass |" in text
+    assert "| full (CPU + memory + copy) | +0.080 s | +0.070 s | **MISSED** |" in text
+    assert "| installed, not profiling | +0.010 s |  | (no target) |" in text
     assert bench._startup_text({"cpu_s": {}}) == []  # a run from before the measurement

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -30,7 +30,9 @@ from ..gates.baseline_store import TestEntry
 from ..gates.budgets import MARKER
 from ..gates.comparison import NoiseRule
 from ..sampling.profiler import Profiler
-from . import runner
+
+if TYPE_CHECKING:  # runner.py (valgrind, the child session) is imported where counts are made
+    from . import runner
 
 SHARED_DIR_KEY = "pytest_scalene_counts_dir"  # xdist workerinput: where the workers share counts
 SHARED_FILE = "counts.json"
@@ -67,6 +69,8 @@ class InstructionCounts:
         nodeids = [item.nodeid for item in session.items if self.needs_counts(item)]
         if not nodeids:
             return
+        from . import runner
+
         problem = runner.problem()
         if problem is not None:
             self.counts = dict.fromkeys(nodeids, problem)
@@ -106,6 +110,8 @@ class InstructionCounts:
                 f"pytest-scalene: counting the instructions of {len(nodeids)} test(s) "
                 f"{why + ' ' if why else ''}under valgrind (callgrind), in a child session..."
             )
+        from . import runner
+
         started = time.perf_counter()
         scope = self.profiler.scope
         self.counts, output = runner.count(
@@ -138,6 +144,8 @@ class InstructionCounts:
         test's count includes what the tests before it left warm or cold (a cache, a compiled
         pattern), so a suspect counted alone reads otherwise for reasons that are not timing (a
         slowed test behind a cache another test fills read 27 M, then 193 M alone)."""
+        from . import runner
+
         suspects = [
             nodeid
             for nodeid, counted in self.counts.items()
@@ -213,4 +221,6 @@ def _encode(counts: dict[str, runner.Counted | str]) -> dict[str, Any]:
 
 
 def _decode(data: dict[str, Any]) -> dict[str, runner.Counted | str]:
+    from . import runner
+
     return {k: v if isinstance(v, str) else runner.Counted(**v) for k, v in data.items()}

@@ -14,8 +14,8 @@ from ..compare_ref import git_tree
 from ..compare_ref.ab_run import Setup, ini_args_for
 from ..instructions.runner import pytest_launcher
 from .code_map import CodeMap, CodeMapError, load
+from .recording import RECORD_ENV
 
-RECORD_ENV = "PYTEST_SCALENE_RECORD_CODE_MAP"  # the pre-pass session: record, write it here
 TIMEOUT_S = 3600.0
 
 

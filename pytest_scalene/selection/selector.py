@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..compare_ref.ab_run import Setup
 from ..config.history_options import HistoryOptions
 from ..config.options import GateOptions
 from ..gates.budgets import MARKER
@@ -18,9 +17,11 @@ from ..sampling.code_seen import CodeSeen
 from ..sampling.profiler import Profiler
 from .code_map import FILE_NAME, CodeMap, save
 from .decide import git_tree, why_measured, working_tree
-from .prepass import RECORD_ENV, record_at_ref
-from .recording import Recorder, recording_wanted
+from .recording import RECORD_ENV, Recorder, recording_wanted
 from .stored import StoredMap
+
+if TYPE_CHECKING:  # the A/B setup: imported where --profile-compare-ref runs
+    from ..compare_ref.ab_run import Setup
 
 WORKER_OUTPUT_KEY = "pytest_scalene_code_map"  # an xdist worker's map, in its workeroutput
 
@@ -77,6 +78,8 @@ class Selection:
         if self.stored.problem is not None:
             self.notes.append(f"{self.stored.problem}: every test is measured")
         elif code_map is None and ab is not None and wanted:
+            from .prepass import record_at_ref
+
             code_map, problem = record_at_ref(ab, [item.nodeid for item in wanted])
             self._prepass = code_map
             self.notes.append(problem or f"the code map was recorded at {ab.ref} first")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..history.connect import open_store
-from ..history.store import HistoryError
 from .code_map import CodeMap, CodeMapError, load
 
 
@@ -36,6 +34,9 @@ class StoredMap:
             return found
         if not self.history_url:
             return None
+        from ..history.connect import open_store
+        from ..history.store import HistoryError
+
         try:
             with open_store(self.history_url) as store:
                 text = store.latest_code_map()
