@@ -1,0 +1,52 @@
+"""What a session pays before its first test: every session with the plugin installed imports
+it, so it imports what the session's options use, leaves pytest's assertion rewriting (which,
+where bytecode is not written, parses and compiles each module again every session) and runs
+git only to record a baseline's commit."""
+
+from __future__ import annotations
+
+import pytest
+
+# Checked from inside a session: which of the plugin's modules it imported, and how.
+INSIDE = """
+import sys
+
+def test_modules():
+    ours = {n: m for n, m in sys.modules.items() if n.startswith("pytest_scalene")}
+    # The package's __init__ is loaded by the hook: it is what takes the package out of it.
+    hooked = [n for n, m in ours.items() if type(m.__loader__).__name__ == "AssertionRewritingHook"]
+    assert hooked == ["pytest_scalene"], hooked
+    optional = ("compare_ref.ab_run", "history.store", "reports.markdown_report",
+                "reports.html_report", "selection.prepass", "instructions.runner")
+    present = [n for n in optional if "pytest_scalene." + n in ours]
+    assert present == [], present
+"""
+
+
+@pytest.mark.parametrize("mode", [[], ["--profile"], ["--profile", "--profile-memory=no"]])
+def test_a_session_imports_only_what_its_options_use(pytester: pytest.Pytester, mode):
+    pytester.makepyfile(test_inside=INSIDE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *mode)
+    result.assert_outcomes(passed=1)
+
+
+def test_git_runs_only_to_record_a_baseline(pytester: pytest.Pytester):
+    # A git on PATH that leaves a trace: a session that saves no baseline never calls it
+    # (in a large repository `git status` alone takes seconds).
+    log = pytester.path / "git.log"
+    fake = pytester.mkdir("bin") / "git"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexit 1\n')
+    fake.chmod(0o755)
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    path = f"{fake.parent}:{pytester.path}"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PATH", path + ":/usr/bin:/bin")
+        pytester.runpytest_subprocess("-p", "no:cacheprovider", "--profile").assert_outcomes(
+            passed=1
+        )
+        # (pytest-benchmark, where installed, asks `rev-parse --git-dir` of its own)
+        assert not log.exists() or "--show-toplevel" not in log.read_text()
+        pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--profile", "--profile-save-baseline"
+        ).assert_outcomes(passed=1)
+    assert "rev-parse --show-toplevel" in log.read_text()
