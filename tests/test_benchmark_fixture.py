@@ -233,7 +233,9 @@ def test_a_stored_baseline_compares_one_call(pytester, monkeypatch):
     # Unchanged: pytest-benchmark's calibration picks another number of rounds; the per-call
     # figures agree (a whole-test figure of ~1 s would not have moved under a slowdown either).
     pytester.runpytest_subprocess(*flags, "--profile-compare").assert_outcomes(passed=4)
-    monkeypatch.setenv("FACTOR", "3")
+    # 5x, not 3x: this VM's slow phases (1.3-1.7x) can put the baseline's one cold run in a slow
+    # phase and a warm re-run in a fast one, and 3 / 1.7 clears the +75% allowed (seen once).
+    monkeypatch.setenv("FACTOR", "5")
     result = pytester.runpytest_subprocess(*flags, "--profile-compare", "test_bench.py::test_call")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CPU time regressed: * ms vs baseline * ms*mylib.py*"])
