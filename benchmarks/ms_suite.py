@@ -38,7 +38,12 @@ import time
 from pathlib import Path
 
 import alternate
-from ms_suite_notes import LEANER_PATH, TIME_WITHOUT_INSTRUCTIONS, WHERE_THE_TIME_GOES
+from ms_suite_notes import (
+    LEANER_PATH,
+    SESSION_FIXED_COST,
+    TIME_WITHOUT_INSTRUCTIONS,
+    WHERE_THE_TIME_GOES,
+)
 
 from pytest_scalene.instructions.runner import HASH_SEED
 
@@ -299,6 +304,10 @@ def render(results: dict) -> str:
             *spread_text,
             *counted_text,
             *_startup_text(results),
+            "",
+            SESSION_FIXED_COST,
+            "",
+            "## Where the time went (dated findings, not re-measured by each run)",
             "",
             WHERE_THE_TIME_GOES,
             "",

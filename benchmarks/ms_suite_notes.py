@@ -80,3 +80,30 @@ LEANER_PATH = (
     "interposed call pays by design, and its 14 system calls a test (timer, clocks, "
     "resident peak, signal checks)."
 )
+
+
+# Measured 2026-11-27 (alternated sessions of one empty test, 10 rounds), not re-measured by
+# each run: the start-up table of each run gives the figures as they are now.
+SESSION_FIXED_COST = (
+    "The plugin's fixed cost a session (2026-11-27, this VM). Until that date this page's "
+    "baseline was pytest with the plugin installed but not profiling, which pays the "
+    "plugin's imports too. Alternated with pytest without it (`-p no:scalene`), a session "
+    "of one empty test cost +0.33 to +0.35 s of CPU installed but idle and +0.33 to +0.37 s "
+    "in full mode (the baseline: 0.92-1.02 s on this host, which ran the same plain suite "
+    "1.6x slower than on 2026-11-26). Nearly all of it was importing the package (a session "
+    "that only imported it: +0.29 s): pytest rewrites the asserts of every module of a "
+    "plugin's distribution, and without cached bytecode (PYTHONDONTWRITEBYTECODE, set on "
+    "this VM as in many containers, or a read-only site-packages) parses and compiles each "
+    "of them in every session (~0.1 s); and 109 modules were imported, whose dataclasses "
+    "took ~40% of the import under cProfile. Since then the package leaves assertion "
+    "rewriting, a session imports the A/B comparison, the history, the selection's "
+    "pre-pass and stored map, the report writers, the stack recorder and the instruction "
+    "runner only where its options use them (75 modules in a default session), and git "
+    "runs at the session's end only to record a saved baseline's commit: +0.22 s installed "
+    "but idle, +0.28 s full, in the same kind of rounds (the table above has this run's "
+    "figures). What is left is the import of "
+    "those 75 modules (dataclass creation, unmarshalling); next: a plugin module that "
+    "imports the profiler only when a session profiles (without --profile and without a "
+    "perf_budget marker a session would import next to nothing), and fewer dataclasses on "
+    "the start-up path."
+)

@@ -210,8 +210,9 @@ def _startup_section(results: dict[str, Any]) -> str:
         "(start-up, the allocator hooks installed in the running process, writing the "
         f"report). Median of {results['startup']['raw']['rounds']} interleaved rounds. 'Shim "
         "preloaded' starts with LD_PRELOAD already set, so the plugin has no tables to "
-        "rewrite. CPU time of an empty session, median of 10 and more rounds paired with "
-        "plain, is in [benchmarks-ms-suite.md](benchmarks-ms-suite.md#start-up).\n\n"
+        "rewrite. Both are measured against pytest with the plugin installed; against pytest "
+        "without it (CPU time, alternated rounds) see "
+        "[benchmarks-ms-suite.md](benchmarks-ms-suite.md#start-up).\n\n"
         + _table(["tool", "wall s", "over unprofiled, s", "ratio"], rows)
     )
 
