@@ -42,7 +42,8 @@ def cpu_times(
     slice_s: float = SLICE_S,
 ) -> list[float]:
     """Each command's CPU seconds, the commands run in alternation (in the order given; rotate
-    it between calls). A command that exits non-zero raises, naming it."""
+    it between calls). A command that exits other than 0 or 5 (pytest's "no test selected")
+    raises, naming it, once the others are killed."""
     pids = [_started_stopped(command, cwd, env) for command in commands]
     spent: dict[int, float] = {}
     turn = 0
@@ -61,8 +62,7 @@ def cpu_times(
         if os.waitstatus_to_exitcode(status) not in (0, 5):  # 5: pytest selected no test
             for other in pids:
                 if other not in spent:
-                    os.kill(other, signal.SIGKILL)
-                    os.kill(other, signal.SIGCONT)
+                    os.kill(other, signal.SIGKILL)  # a stopped process dies of it too
                     os.wait4(other, 0)
                     spent[other] = 0.0
             failed = commands[pids.index(pid)]

@@ -123,8 +123,11 @@ def pytest_configure(config: pytest.Config) -> None:
     json_report.install(config, profiler.session, options.json_path)  # crash-safe JSON
     worker_profiles.install(config, profiler.session)  # a crashed xdist worker loses one test
     gate_options = GateOptions.from_config(config)
-    if gate_options.measure == "instructions" and (problem := _counting_problem()) is not None:
-        raise pytest.UsageError(f"--profile-measure=instructions: {problem}")
+    if gate_options.measure == "instructions":
+        from .instructions import runner
+
+        if (problem := runner.problem()) is not None:
+            raise pytest.UsageError(f"--profile-measure=instructions: {problem}")
     worker = runenv.is_xdist_worker(config)
     ab = None
     if gate_options.compare_ref and not worker:
@@ -399,10 +402,3 @@ def _write_gate_notes(terminalreporter: Any, config: pytest.Config, run: Run) ->
     terminalreporter.write_sep("-", "pytest-scalene gates")
     for line in lines:
         terminalreporter.write_line(line, red=line.startswith("ERROR"))
-
-
-def _counting_problem() -> str | None:
-    """Why instructions cannot be counted here (no valgrind, ...), or None."""
-    from .instructions import runner
-
-    return runner.problem()
