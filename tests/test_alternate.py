@@ -35,14 +35,15 @@ def test_each_command_gets_its_own_cpu_time_in_turns(tmp_path):
     spun, slept, spun_too = alternate.cpu_times(commands, tmp_path)
     assert spun >= 0.3 and spun_too >= 0.3
     assert slept < 0.15  # the interpreter's start-up alone
-    # One at a time, in slices: the two spinners' stamps change hands a few times (each runs
-    # 15 slices of 20 ms), where side by side on two cores they would interleave at every
-    # millisecond, and run one after the other they would change hands once.
+    # One at a time, in slices: the two spinners' stamps change hands some tens of times (each
+    # needs 15 slices of 20 ms at full speed, more on a starved machine), where side by side on
+    # two cores they would interleave at nearly every millisecond (hundreds of changes), and
+    # run one after the other they would change hands once.
     owners = sorted(
         (float(line), i) for i, f in enumerate(stamps) for line in f.read_text().split()
     )
     changes = sum(1 for (_, a), (_, b) in zip(owners, owners[1:], strict=False) if a != b)
-    assert 4 <= changes <= 60, changes
+    assert 4 <= changes <= 150, changes
 
 
 def test_a_failing_command_is_named_and_the_others_are_stopped(tmp_path):
