@@ -30,15 +30,16 @@ def test_disabling_scalene_lets_the_rival_run(pytester):
 
 
 def test_installed_pytest_profiling_is_named(monkeypatch):
-    from importlib.metadata import EntryPoint
+    from importlib.metadata import PackageNotFoundError
 
     from pytest_scalene.config import option_errors
 
-    monkeypatch.setattr(
-        option_errors,
-        "entry_points",
-        lambda group: [EntryPoint("profiling", "pytest_profiling", "pytest11")],
-    )
+    def distribution(name):  # pytest-profiling installed, and nothing else looked up
+        if name != "pytest-profiling":
+            raise PackageNotFoundError(name)
+        return object()
+
+    monkeypatch.setattr(option_errors, "distribution", distribution)
 
     class Manager:
         def is_blocked(self, name):
