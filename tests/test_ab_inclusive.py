@@ -6,6 +6,7 @@ and synthetic runs: fast and deterministic."""
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 from pathlib import Path
@@ -145,6 +146,9 @@ def test_a_failing_function_shows_its_inclusive_ratio_first_and_labels_both(tmp_
     assert slowed["inclusive_ratio"] == pytest.approx(1.5, abs=1e-4)
     assert slowed["self_ratio"] == pytest.approx(2.0, abs=1e-4)
     assert slowed["ratio"] == slowed["self_ratio"]  # as before, for readers of older JSON
+    # Every run alike: the share has no spread and its z is infinite, written as null (the JSON
+    # report is strict JSON, which has no Infinity)
+    assert slowed["z"] is None and json.loads(json.dumps(result, allow_nan=False)) == result
     message = ref_judge.verdict_of(result).message  # type: ignore[union-attr]
     assert "slower function: mylib.py:12 slowed inclusive 1.500x, self 2.000x (" in message
     assert "fails above 1.10x" in message

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pytest_scalene.compare_ref import ab_statistic, pairs, worker, workers
@@ -243,6 +243,13 @@ def as_runs(sizes, factor=1.0, scale=1.0):
     factor=st.floats(1.0, 3.0),
     scale=st.floats(0.1, 10.0),
     test_ratio=st.floats(0.8, 1.3),
+)
+# Every run's shares equal: no spread, in either order (rounding once read a finite z one way)
+@example(
+    sizes=[(1.0, 1.0, 0), (0.75, 0.75, 0), (0.75, 0.75, 0)],
+    factor=2.5876083507322982,
+    scale=1.5,
+    test_ratio=1.0,
 )
 def test_the_function_statistic(sizes, factor, scale, test_ratio):
     """Its ratio is the share ratio times the test's median ratio; the units of a side (a

@@ -206,10 +206,15 @@ def _pooled_share(runs: Runs, key: tuple[str, str], workers: int = 1) -> tuple[f
 
 def _share_variance(owns: list[float], totals: list[float], share: float) -> float:
     """The variance of a ratio estimator sum(owns) / sum(totals) over its units (runs, or
-    workers), linearized: the residuals' spread over the units."""
+    workers), linearized: the residuals' spread over the units. A residual within rounding of
+    zero is zero: units whose shares are all equal have no spread, in whatever order they are
+    summed (rounding alone gave a z of 2.7e15 one way and infinity the other)."""
     n = len(owns)
     mean_total = sum(totals) / n
-    residuals = [(w - share * t) / mean_total for w, t in zip(owns, totals, strict=True)]
+    residuals = [
+        0.0 if math.isclose(w, share * t, rel_tol=1e-12) else (w - share * t) / mean_total
+        for w, t in zip(owns, totals, strict=True)
+    ]
     return n / (n - 1) * sum(e * e for e in residuals) / n**2
 
 

@@ -5,6 +5,7 @@ it into a verdict (gates/pipeline.py)."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,10 @@ def setup_for(config: pytest.Config, ref: str) -> ab_run.Setup:
     )
 
 
+def _errors(z: float | None) -> str:
+    return "the same in every run" if z is None else f"{z:.1f} standard errors"
+
+
 def result_of(outcome: pairs.Outcome, setup: ab_run.Setup) -> dict[str, Any]:
     found: dict[str, Any] = {"ref": setup.ref, "commit": setup.commit}
     if outcome.verdict is None:
@@ -85,7 +90,7 @@ def result_of(outcome: pairs.Outcome, setup: ab_run.Setup) -> dict[str, Any]:
             "self_ratio": round(f.ratio, 4),
             "ratio": round(f.ratio, 4),  # the self ratio, the key's meaning before both were
             "share_ratio": round(f.share_ratio, 4),
-            "z": round(f.z, 2),
+            "z": round(f.z, 2) if math.isfinite(f.z) else None,  # None: the runs had no spread
             "baseline_share": round(f.baseline_share, 4),
             "share": round(f.share, 4),
             "samples": list(f.samples),
@@ -219,8 +224,8 @@ def verdict_of(result: dict[str, Any]) -> Verdict | None:
         shown = [
             f"{f['file']}:{f['line'] if f['line'] is not None else '?'} {f['function']} "
             f"{_inclusive(f.get('inclusive_ratio'))}, self {f['ratio']:.3f}x (its self share of "
-            f"the samples {f['baseline_share']:.1%} -> {f['share']:.1%}, {f['z']:.1f} standard "
-            f"errors, {min(f['samples'])}+ samples)"
+            f"the samples {f['baseline_share']:.1%} -> {f['share']:.1%}, {_errors(f['z'])}, "
+            f"{min(f['samples'])}+ samples)"
             for f in failing
         ]
         slower = (
