@@ -19,7 +19,7 @@ LAYERS = (
     ("reports",),  # terminal, Markdown, HTML, JSON, speedscope: profile + verdict -> report
     # more sessions, and the benchmark fixture's tests
     ("subprocesses", "xdist", "instructions", "history", "compare_ref", "selection", "benchmark"),
-    ("plugin", "cli"),  # the entry points: pytest's hooks, the command line
+    ("plugin", "profiling_session", "cli"),  # the entry points: pytest's hooks, the command line
 )
 MAX_LINES = 420  # "about 400"
 EXTENSIONS = {"_native", "_callgrind"}  # built by CMake, at the top of the package
@@ -114,7 +114,8 @@ def test_the_import_graph_has_no_cycle():
 def test_the_checks_see_imports():
     edges = graph()
     assert "core.model" in edges["sampling.profiler"]
-    assert "gates.judging" in edges["plugin"]  # `from .gates.judging import Gates`
+    assert "gates.judging" in edges["profiling_session"]  # `from .gates.judging import Gates`
+    assert "profiling_session" in edges["plugin"]  # `from . import profiling_session`, in a hook
     assert "subprocesses.child_agent" in edges["plugin"]  # `from .subprocesses import agent as ...`
 
 

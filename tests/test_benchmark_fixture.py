@@ -236,7 +236,9 @@ def test_a_stored_baseline_compares_one_call(pytester, monkeypatch):
     # Unchanged: pytest-benchmark's calibration picks another number of rounds; the per-call
     # figures agree (a whole-test figure of ~1 s would not have moved under a slowdown either).
     pytester.runpytest_subprocess(*flags, "--profile-compare").assert_outcomes(passed=4)
-    monkeypatch.setenv("FACTOR", "3")
+    # 5x: a baseline saved in one of this VM's slow phases read 1.91 ms a call where 1.0-1.1
+    # is usual (2026-11-27), and a 3x slowdown then read 1.6x, under the +75% allowed.
+    monkeypatch.setenv("FACTOR", "5")
     result = pytester.runpytest_subprocess(*flags, "--profile-compare", "test_bench.py::test_call")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CPU time regressed: * ms vs baseline * ms*mylib.py*"])

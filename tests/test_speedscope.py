@@ -164,7 +164,7 @@ def test_plugin_writes_a_valid_speedscope_file(run_profiled, pytester: pytest.Py
 
 
 def test_no_stacks_are_recorded_without_the_option(pytester: pytest.Pytester) -> None:
-    from pytest_scalene.plugin import RUN_KEY
+    from pytest_scalene.profiling_session import RUN_KEY
 
     run = pytester.parseconfigure("--profile").stash[RUN_KEY]
     assert run.stacks is None

@@ -1,7 +1,8 @@
 """What a session pays before its first test: every session with the plugin installed imports
 it, so it imports what the session's options use, leaves pytest's assertion rewriting (which,
 where bytecode is not written, parses and compiles each module again every session) and runs
-git only to record a baseline's commit."""
+git only to record a baseline's commit. A session that does not profile (no option of ours, no
+perf_budget marker among its tests) builds no profiler and runs no hook of ours per test."""
 
 from __future__ import annotations
 
@@ -50,3 +51,48 @@ def test_git_runs_only_to_record_a_baseline(pytester: pytest.Pytester):
             "-p", "no:cacheprovider", "--profile", "--profile-save-baseline"
         ).assert_outcomes(passed=1)
     assert "rev-parse --show-toplevel" in log.read_text()
+
+
+# A plain session: pytest-scalene's options and markers only.
+PLAIN = """
+import sys
+
+def test_plain(request):
+    ours = {n for n in sys.modules if n.startswith("pytest_scalene")}
+    built = {"profiling_session", "sampling.profiler", "sampling.cpu_sampler", "gates.judging"}
+    assert not {"pytest_scalene." + n for n in built} & ours, sorted(ours)
+    assert not request.config.pluginmanager.has_plugin("pytest-scalene-session")
+"""
+
+# A marker among plain tests: found after collection, the session profiles from the first test.
+MARKED = """
+import time
+
+import pytest
+
+@pytest.mark.perf_budget(cpu_s="50 ms")
+def test_over_budget():
+    end = time.process_time() + 0.4
+    while time.process_time() < end:
+        pass
+
+def test_profiled_from_the_first_test(request):
+    assert request.config.pluginmanager.has_plugin("pytest-scalene-session")
+"""
+
+
+def test_a_plain_session_builds_no_profiler(pytester: pytest.Pytester):
+    pytester.makepyfile(test_plain=PLAIN)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_marker_found_at_collection_profiles_the_session(pytester: pytest.Pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    failed = "FAILED test_marked.py::test_over_budget - CPU time 0.4? s > budget*"
+    result.stdout.fnmatch_lines([failed])
+    # An option of ours profiles from configure on, here every test
+    pytester.makepyfile(test_plain=PLAIN.replace("assert not", "assert"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--profile", "test_plain.py")
+    result.assert_outcomes(passed=1)

@@ -157,14 +157,19 @@ def add_options(parser: pytest.Parser, plugins: pytest.PytestPluginManager) -> N
                 continue
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """--benchmark-only and --benchmark-skip, as pytest-benchmark applies them."""
-    uses = "benchmark" in getattr(item, "fixturenames", ())
-    # `is True`: ours are flags; an option of that name a conftest added means what it says
-    if item.config.getoption("benchmark_only", False) is True and not uses:
-        pytest.skip("Skipping non-benchmark (--benchmark-only active).")
-    if item.config.getoption("benchmark_skip", False) is True and uses:
-        pytest.skip("Skipping benchmark (--benchmark-skip active).")
+class BenchmarkSelection:
+    """--benchmark-only or --benchmark-skip, as pytest-benchmark applies them (registered only
+    where one is given: other sessions run no hook of ours per test)."""
+
+    def __init__(self, only: bool, skip: bool) -> None:
+        self.only, self.skip = only, skip
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        uses = "benchmark" in getattr(item, "fixturenames", ())
+        if self.only and not uses:
+            pytest.skip("Skipping non-benchmark (--benchmark-only active).")
+        if self.skip and uses:
+            pytest.skip("Skipping benchmark (--benchmark-skip active).")
 
 
 def register(config: pytest.Config) -> None:
@@ -175,3 +180,8 @@ def register(config: pytest.Config) -> None:
         "markers", "benchmark(**options): pytest-benchmark's options (ignored without it)"
     )
     config.pluginmanager.register(sys.modules[__name__], PLUGIN_NAME)
+    # `is True`: ours are flags; an option of that name a conftest added means what it says
+    only = config.getoption("benchmark_only", False) is True
+    skip = config.getoption("benchmark_skip", False) is True
+    if only or skip:
+        config.pluginmanager.register(BenchmarkSelection(only, skip), PLUGIN_NAME + "-selection")

@@ -95,6 +95,12 @@ def resolve(config: pytest.Config, namespace: Any) -> None:
         setattr(namespace, option.dest, value)
 
 
+def any_set(namespace: Any) -> bool:
+    """Some --profile-* option (or its ini key) is set to other than its default: the session
+    asks for pytest-scalene (after resolve())."""
+    return any(getattr(namespace, o.dest, o.default) != o.default for o in _OPTIONS.values())
+
+
 def ini_keys() -> dict[str, str]:
     """ini key -> option, for the docs' test."""
     return {o.dest: o.flag for o in _OPTIONS.values()}

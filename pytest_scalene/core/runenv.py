@@ -17,6 +17,8 @@ from typing import Any
 MARKER = "perf_budget"  # the marker that asks for a test to be profiled (gates/budgets.py)
 COUNTING_ENV = "PYTEST_SCALENE_COUNTING"  # the child session under valgrind: the plugin is inert
 WORKER_ENV = "PYTEST_XDIST_WORKER"  # set by pytest-xdist in its worker processes
+# The code map's pre-pass session at a git ref (selection/prepass.py): its map is written here
+RECORD_ENV = "PYTEST_SCALENE_RECORD_CODE_MAP"
 GUARD = "PYTEST_SCALENE_REEXEC"  # set in a process started preloaded; removed by it at once
 ORIGINAL_PREFIX = "PYTEST_SCALENE_ORIG_"  # the user's value, put back by restore_environment
 PRELOAD_VARS = ("LD_PRELOAD",)

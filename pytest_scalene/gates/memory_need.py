@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from ..core.runenv import MARKER
-from .metrics import METRICS
 
 SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist"}
 MAX_FILES = 5000  # a run started at the top of a huge tree stops scanning here (no preload)
@@ -27,6 +26,8 @@ MAX_FILES = 5000  # a run started at the top of a huge tree stops scanning here 
 
 @lru_cache(maxsize=1)
 def _memory_keyword() -> re.Pattern[str]:
+    from .metrics import METRICS  # with the samplers: only once a file names the marker
+
     names = sorted(n for n, m in METRICS.items() if m.source == "memory" and n != "leaks")
     return re.compile(r"\b(?:" + "|".join(names) + r")\s*=|\bleaks\s*=\s*False\b")
 

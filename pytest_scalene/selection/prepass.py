@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ..compare_ref import git_tree
 from ..compare_ref.ab_run import Setup, ini_args_for
+from ..core.runenv import RECORD_ENV
 from ..instructions.runner import pytest_launcher
 from .code_map import CodeMap, CodeMapError, load
-from .recording import RECORD_ENV
 
 TIMEOUT_S = 3600.0
 

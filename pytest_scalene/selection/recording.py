@@ -15,7 +15,6 @@ from .code_map import UNMATCHED, CodeMap, TestCode
 from .digests import TOP, FileDigests, digest_source, fingerprint
 from .places import STDLIB, UNCHECKED, Places
 
-RECORD_ENV = "PYTEST_SCALENE_RECORD_CODE_MAP"  # the pre-pass session (prepass.py): write it here
 MODULE_TOP = "<module>" + TOP
 
 

@@ -12,12 +12,13 @@ import pytest
 
 from ..config.history_options import HistoryOptions
 from ..config.options import GateOptions
+from ..core.runenv import RECORD_ENV
 from ..gates.budgets import MARKER
 from ..sampling.code_seen import CodeSeen
 from ..sampling.profiler import Profiler
 from .code_map import FILE_NAME, CodeMap, save
 from .decide import git_tree, why_measured, working_tree
-from .recording import RECORD_ENV, Recorder, recording_wanted
+from .recording import Recorder, recording_wanted
 from .stored import StoredMap
 
 if TYPE_CHECKING:  # the A/B setup: imported where --profile-compare-ref runs
