@@ -23,6 +23,7 @@ DEFAULT_INTERVAL_S = 0.01
 # A prime just above 10 MB (10 * 2**20 = 10485760), as in the Scalene paper: a round number would
 # resonate with power-of-two allocation patterns.
 DEFAULT_MEMORY_THRESHOLD = 10485767
+CODE_MAP_FILE = "code-map.json"  # beside the baselines: which code each test ran
 
 
 def _positive_float(text: str) -> float:

@@ -2,11 +2,16 @@
 compares are sampled, or counted under valgrind with --profile-measure=instructions (then the
 counts replace the timed CPU verdict; a budget on cpu_s still holds). What it could not judge,
 and why, goes under extra["baseline"] with the line matching, for every report.
+
+Every profiling session has this judge (it also says which tests' instruction counts are
+missing, a perf_budget marker's too), but only --profile-compare and the instruction counts
+read baselines: the files, their entries and the comparison are imported there.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,23 +20,24 @@ from ..core import extra_keys
 from ..core.model import TestProfile, counted_calls
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
-from . import baseline_store
-from .baseline_entry import entry_from_profile
 from .budgets import Budget, budget_of
-from .comparison import CPU_TIMED, NoiseRule, compare
-from .findings import Comparison, Finding
 from .metrics import METRICS
 from .pipeline import Unjudged
+
+if TYPE_CHECKING:
+    from .baseline_store import ModuleBaseline, TestEntry
+    from .comparison import NoiseRule
+    from .findings import Comparison
 
 ONLY_INSTRUCTIONS = tuple(name for name in METRICS if name != "instructions")  # compare's skip
 SUSPECT_KEY = pytest.StashKey[str]()  # the first CPU regression the confirmation re-ran for
 
 
-def counts_moved(
-    first: baseline_store.TestEntry, second: baseline_store.TestEntry, rule: NoiseRule
-) -> bool:
+def counts_moved(first: TestEntry, second: TestEntry, rule: NoiseRule) -> bool:
     """Two instruction counts of one test differ, either way, by what `rule` calls a
     regression (its total, or one function's)."""
+    from .comparison import compare
+
     return any(
         f.failed
         for before, after in ((first, second), (second, first))
@@ -49,7 +55,7 @@ class StoredBaselines:
         self.profiler = profiler
         self.options = options
         self.rootdir = rootdir
-        self.baselines: dict[str, baseline_store.ModuleBaseline] = {}
+        self.baselines: dict[str, ModuleBaseline] = {}
 
     @property
     def confirms_cpu(self) -> bool:
@@ -66,7 +72,9 @@ class StoredBaselines:
                 "baselines first with --profile-save-baseline (or point --profile-baseline-dir "
                 "at them)"
             )
-        self.baselines, errors = baseline_store.load_dir(directory)
+        from .baseline_store import load_dir
+
+        self.baselines, errors = load_dir(directory)
         if errors:
             raise pytest.UsageError(
                 "--profile-compare cannot use the baselines:\n  "
@@ -74,8 +82,10 @@ class StoredBaselines:
                 + "\nFix or delete the file(s), or re-create them with --profile-save-baseline."
             )
 
-    def entry(self, nodeid: str) -> baseline_store.TestEntry | None:
-        stored = self.baselines.get(baseline_store.module_of(nodeid))
+    def entry(self, nodeid: str) -> TestEntry | None:
+        from .baseline_store import module_of
+
+        stored = self.baselines.get(module_of(nodeid))
         return stored.tests.get(nodeid) if stored else None
 
     # -- the judge -------------------------------------------------------------------------------
@@ -85,6 +95,8 @@ class StoredBaselines:
         return COUNTS_UNJUDGED if extra_keys.INSTRUCTIONS_MISSING in profile.extra else None
 
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
+        from .comparison import CPU_TIMED
+
         found = self._comparison(profile, budget_of(item))
         suspects = [f for f in (found[1].regressions if found else []) if f.metric in CPU_TIMED]
         if not suspects:
@@ -95,9 +107,10 @@ class StoredBaselines:
     def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
         if not self.options.compare:
             return []
-        path = baseline_store.path_for(
-            self.options.baseline_dir, baseline_store.module_of(profile.nodeid)
-        )
+        from .baseline_store import module_of, path_for
+        from .comparison import CPU_TIMED
+
+        path = path_for(self.options.baseline_dir, module_of(profile.nodeid))
         shown = self._relative(path)
         found = self._comparison(profile, budget_of(item))
         if found is None:
@@ -127,7 +140,7 @@ class StoredBaselines:
         }
         return [v for f in result.findings if (v := f.verdict()) is not None]
 
-    def _setup_notes(self, stored: baseline_store.ModuleBaseline) -> list[str]:
+    def _setup_notes(self, stored: ModuleBaseline) -> list[str]:
         """Where the baseline was recorded otherwise than this run measures."""
         options, notes = self.profiler.options, []
         if (stored.interval_s, stored.clock) != (options.interval_s, options.clock):
@@ -145,9 +158,14 @@ class StoredBaselines:
 
     def _comparison(
         self, profile: TestProfile, budget: Budget
-    ) -> tuple[baseline_store.ModuleBaseline, Comparison] | None:
+    ) -> tuple[ModuleBaseline, Comparison] | None:
         """The comparison with the stored baseline, or None when the test has none."""
-        stored = self.baselines.get(baseline_store.module_of(profile.nodeid))
+        from .baseline_entry import entry_from_profile
+        from .baseline_store import module_of
+        from .comparison import CPU_TIMED, NoiseRule, compare
+        from .findings import Finding
+
+        stored = self.baselines.get(module_of(profile.nodeid))
         entry = stored.tests.get(profile.nodeid) if stored else None
         if stored is None or entry is None:
             return None
@@ -175,6 +193,8 @@ class StoredBaselines:
 
     # -- what the instruction counts read --------------------------------------------------------
     def counts_rule(self) -> NoiseRule:
+        from .comparison import NoiseRule
+
         options = self.profiler.options
         return NoiseRule.for_run(
             self.options.regression, options.interval_s, options.memory_threshold
@@ -191,7 +211,7 @@ class StoredBaselines:
                 found[nodeid] = calls
         return found
 
-    def counted_moved(self, nodeid: str, counted: baseline_store.TestEntry) -> bool:
+    def counted_moved(self, nodeid: str, counted: TestEntry) -> bool:
         """Whether a test's instruction counts differ from its stored baseline, either way, by
         what the counts' rule calls a regression: the counting session counts such a test once
         more before it is judged. Both ways, so that a count that depends on timing is found

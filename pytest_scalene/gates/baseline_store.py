@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..config.options import CODE_MAP_FILE
 from ..core.atomic_write import locked, remove_scratch_folder, scratch_folder, write_text_atomic
 from ..core.natural_values import is_number
 
@@ -31,9 +32,6 @@ def rounded(value: float) -> float:
     if value == 0 or abs(value) >= 0.01:
         return round(value, DIGITS)
     return float(f"{value:.4g}")
-
-
-CODE_MAP_FILE = "code-map.json"  # beside the baselines: which code each test ran
 
 
 class BaselineError(Exception):

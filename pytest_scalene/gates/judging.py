@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,10 +18,7 @@ from ..core.model import TestProfile
 from ..core.outputs import Outputs
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
-from . import baseline_store
-from .baseline_entry import entry_from_profile
 from .baseline_judge import StoredBaselines, cold_first_call
-from .baseline_keep import within_noise
 from .budgets import (
     BUDGET_KEY,
     MARKER,
@@ -31,11 +29,13 @@ from .budgets import (
     parse_defaults,
     parse_marks,
 )
-from .comparison import NoiseRule
 from .leak_confirm import confirm_leaks
 from .metrics import METRICS, Availability
 from .pipeline import Judge, Unjudged, confirm
 from .repeat import first_run_recorded_outcome, rerun_of, run_again
+
+if TYPE_CHECKING:
+    from .baseline_store import TestEntry
 
 
 class Budgets:
@@ -166,6 +166,11 @@ class Gates:
         """--profile-save-baseline; `commit`: the code's, recorded in the files."""
         if not self.options.save_baseline:
             return
+        from . import baseline_store  # the files and their entries: only where they are saved
+        from .baseline_entry import entry_from_profile
+        from .baseline_keep import within_noise
+        from .comparison import NoiseRule
+
         tests = self.profiler.session.tests
         entries = {
             nodeid: _marked(
@@ -210,9 +215,7 @@ class Gates:
         return lines
 
 
-def _marked(
-    entry: baseline_store.TestEntry, profile: TestProfile, repeated: bool
-) -> baseline_store.TestEntry:
+def _marked(entry: TestEntry, profile: TestProfile, repeated: bool) -> TestEntry:
     """A saved entry whose CPU time carries the process's warm-up says so (`cpu.warm_up`)."""
     if not cold_first_call(profile, repeated):
         return entry

@@ -25,13 +25,15 @@ import pytest
 from ..core import extra_keys
 from ..core.atomic_write import locked, write_text_atomic
 from ..core.model import TestProfile, counted_calls
-from ..gates.baseline_judge import StoredBaselines, counts_moved
-from ..gates.baseline_store import TestEntry
 from ..gates.budgets import MARKER
-from ..gates.comparison import NoiseRule
 from ..sampling.profiler import Profiler
 
-if TYPE_CHECKING:  # runner.py (valgrind, the child session) is imported where counts are made
+# Imported where counts are made: runner.py (valgrind, the child session) and the stored
+# baselines' comparison, which most sessions never use.
+if TYPE_CHECKING:
+    from ..gates.baseline_judge import StoredBaselines
+    from ..gates.baseline_store import TestEntry
+    from ..gates.comparison import NoiseRule
     from . import runner
 
 SHARED_DIR_KEY = "pytest_scalene_counts_dir"  # xdist workerinput: where the workers share counts
@@ -207,12 +209,16 @@ def _calls_of(counted: runner.Counted | str) -> int | None:
 
 def entry_of(counted: runner.Counted) -> TestEntry:
     """A test's counts as the comparison reads them."""
+    from ..gates.baseline_store import TestEntry
+
     metrics = {"instructions": float(counted.instructions)}
     return TestEntry(metrics, (), 0.0, dict(counted.functions), dict(counted.fingerprint))
 
 
 def moved(first: runner.Counted, second: runner.Counted, rule: NoiseRule) -> bool:
     """The two counts of one test differ, either way, by what `rule` calls a regression."""
+    from ..gates.baseline_judge import counts_moved
+
     return counts_moved(entry_of(first), entry_of(second), rule)
 
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.options import CODE_MAP_FILE
 from ..core.atomic_write import write_text_atomic
-from ..gates.baseline_store import CODE_MAP_FILE
 
 FORMAT = "pytest-scalene code map"
 VERSION = 1

@@ -1,6 +1,10 @@
 """Test selection in a pytest session (docs/selection.md): records each profiled test's code
 map, stores it beside the baselines, and before the A/B comparison or the instruction counts
-decides which tests are measured. A test not measured still runs, unprofiled."""
+decides which tests are measured. A test not measured still runs, unprofiled.
+
+The code map's machinery (the map, its digests, the recorder, the decision) is imported where a
+session records, reads or receives a map: every profiling session builds a Selection, most use
+none of it."""
 
 from __future__ import annotations
 
@@ -11,18 +15,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config.history_options import HistoryOptions
-from ..config.options import GateOptions
+from ..config.options import CODE_MAP_FILE, GateOptions
 from ..core.runenv import RECORD_ENV
 from ..gates.budgets import MARKER
-from ..sampling.code_seen import CodeSeen
 from ..sampling.profiler import Profiler
-from .code_map import FILE_NAME, CodeMap, save
-from .decide import git_tree, why_measured, working_tree
-from .recording import Recorder, recording_wanted
-from .stored import StoredMap
 
-if TYPE_CHECKING:  # the A/B setup: imported where --profile-compare-ref runs
-    from ..compare_ref.ab_run import Setup
+if TYPE_CHECKING:
+    from ..compare_ref.ab_run import Setup  # imported where --profile-compare-ref runs
+    from .code_map import CodeMap
+    from .recording import Recorder
+    from .stored import StoredMap
 
 WORKER_OUTPUT_KEY = "pytest_scalene_code_map"  # an xdist worker's map, in its workeroutput
 
@@ -33,9 +35,9 @@ class Selection:
         self.profiler = profiler
         self.options = options
         self.rootdir = Path(config.rootpath)
-        self.path = options.baseline_dir / FILE_NAME
-        history_url = HistoryOptions.from_config(config).url
-        self.stored = StoredMap(self.path, history_url)
+        self.path = options.baseline_dir / CODE_MAP_FILE
+        self.history_url = HistoryOptions.from_config(config).url
+        self._stored: StoredMap | None = None
         self.active = (
             options.select == "changed"
             and not options.save_baseline  # a baseline needs every test measured
@@ -51,19 +53,39 @@ class Selection:
         # The pre-pass session at REF (prepass.py): record every test, write the map there.
         self.record_to = os.environ.pop(RECORD_ENV, None)
         # Only a run that stores the map records it.
-        storing = options.save_baseline or options.compare_ref or history_url
-        wanted = profiler.options.enabled and storing or self.record_to
-        if wanted and recording_wanted():
-            seen = CodeSeen()
-            if seen.problem is None:
-                self.recorder = Recorder(str(config.rootpath), seen)
-            else:
-                self.notes.append(f"code map not recorded: {seen.problem}")
+        storing = options.save_baseline or options.compare_ref or self.history_url
+        if profiler.options.enabled and storing or self.record_to:
+            self._start_recorder()
+
+    def _start_recorder(self) -> None:
+        from ..sampling.code_seen import CodeSeen
+        from .recording import Recorder, recording_wanted
+
+        if not recording_wanted():
+            return
+        seen = CodeSeen()
+        if seen.problem is None:
+            self.recorder = Recorder(str(self.config.rootpath), seen)
+        else:
+            self.notes.append(f"code map not recorded: {seen.problem}")
+
+    @property
+    def stored(self) -> StoredMap:
+        """The stored map (beside the baselines, or in the history), read at its first use."""
+        if self._stored is None:
+            from .stored import StoredMap
+
+            self._stored = StoredMap(self.path, self.history_url)
+        return self._stored
 
     # -- before the tests ------------------------------------------------------------------------
     def after_collection(self, items: list[pytest.Item], ab: Setup | None) -> None:
         """Which tests to record (those whose stored entry no longer holds) and, for the costly
         gates, which to measure. `ab`: the A/B comparison's setup (REF's tree decides too)."""
+        if self.recorder is None and not self.active:
+            return
+        from .decide import why_measured, working_tree
+
         wanted = [item for item in items if self.profiler.wants(item)]
         if self.recorder is not None and not self.record_to:
             stored, tree = self.stored.get(), working_tree(self.rootdir)
@@ -75,6 +97,8 @@ class Selection:
             self._decide(wanted, ab)
 
     def _decide(self, wanted: list[pytest.Item], ab: Setup | None) -> None:
+        from .decide import git_tree, why_measured, working_tree
+
         code_map = self.stored.get()
         if self.stored.problem is not None:
             self.notes.append(f"{self.stored.problem}: every test is measured")
@@ -89,7 +113,7 @@ class Selection:
                 f"no code map at {self.path}: every test is measured (a run that saves "
                 "baselines, or an A/B run, stores one)"
             )
-        elif not self.stored.source.endswith(FILE_NAME):
+        elif not self.stored.source.endswith(CODE_MAP_FILE):
             self.notes.append(f"the code map of {self.stored.source} decides")
         if code_map is None:
             self.measured = {item.nodeid: "no code map" for item in wanted}
@@ -162,6 +186,8 @@ class Selection:
         found = self.recorded()
         if found is None:
             return
+        from .code_map import save
+
         if self.record_to:
             save(Path(self.record_to), found)
         elif self.options.save_baseline or self.options.compare_ref:
@@ -176,6 +202,8 @@ class Selection:
     def receive(self, output: dict[str, Any]) -> None:
         text = output.get(WORKER_OUTPUT_KEY)
         if text:
+            from .code_map import CodeMap
+
             self._received.append(CodeMap.from_json(text, "an xdist worker's code map"))
 
     def reasons(self) -> list[str]:
