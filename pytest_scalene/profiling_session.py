@@ -172,7 +172,9 @@ class SessionHooks:
             return (yield)
 
     # -- each test -------------------------------------------------------------------------------
-    @pytest.hookimpl(wrapper=True)
+    # trylast: the innermost wrapper, whenever it was registered, so that the profile holds
+    # the test's call and not other plugins' work around it (output capture, logging, timeouts).
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         run = self.run
         if not run.profiler.wants(item):
@@ -269,7 +271,7 @@ class SessionHooks:
 
     @pytest.hookimpl(trylast=True)  # last, so that the errors end the output
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
-        from .reports import terminal_report, terminal_summary
+        from .reports import terminal_summary
 
         run = self.run
         width = terminal_width(config)  # pytest's own width: rows never wrap mid-figure
@@ -280,7 +282,9 @@ class SessionHooks:
         if profile.tests:
             terminalreporter.write_sep("=", "pytest-scalene profile")
             rootdir = str(config.rootpath)
-            if terminal_summary.wants_details(config):
+            if terminal_summary.wants_details(config):  # -v: the per-test, per-line report
+                from .reports import terminal_report
+
                 text = terminal_report.render(profile, rootdir, run.profiler.options.top, width)
             else:
                 text = terminal_summary.render_summary(profile, rootdir, width)
