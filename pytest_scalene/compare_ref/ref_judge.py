@@ -119,7 +119,7 @@ class CompareRef:
         self.results: dict[str, dict[str, Any]] = {}
 
     def after_collection(self, session: pytest.Session) -> None:
-        """Called by plugin.py's pytest_collection_finish (trylast: after deselection)."""
+        """Called by profiling_session.after_collection (trylast: after deselection)."""
         nodeids = [item.nodeid for item in session.items if self.profiler.wants(item)]
         if not nodeids:
             return
@@ -165,7 +165,7 @@ class CompareRef:
         )
 
     def attach(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
-        """Called by plugin.py's pytest_runtest_makereport, before the gates judge."""
+        """Called by profiling_session.py's pytest_runtest_makereport, before the gates judge."""
         if call.when != "call" or item.nodeid not in self.results:
             return
         profile = self.profiler.session.tests.get(item.nodeid)

@@ -14,7 +14,7 @@ import pytest
 
 class Outputs:
     def __init__(self) -> None:
-        self.errors: list[str] = []  # repeated at the end (plugin.py's terminal summary)
+        self.errors: list[str] = []  # repeated at the end (profiling_session.py's terminal summary)
 
     def write(
         self,

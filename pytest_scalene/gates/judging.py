@@ -1,4 +1,4 @@
-"""The gates of one session, as plain methods that plugin.py's hooks call: perf_budget markers
+"""The gates of one session, as plain methods the session's hooks call: perf_budget markers
 (read before the call, judged as a `Judge`), --profile-repeat and the confirmations after the
 call, the stored baselines (loaded, judged by gates/baseline_judge.py, saved), and the figures as
 JUnit properties. gates/pipeline.py turns the judges' verdicts into the report's outcome.
@@ -206,7 +206,7 @@ class Gates:
             self.summary.append(f"baseline not saved for {nodeid}: it did not pass")
 
     def notes(self) -> list[str]:
-        """The lines of the terminal summary's gates section (without -v, plugin.py cuts them)."""
+        """The lines of the terminal summary's gates section (MAX_NOTES of them without -v)."""
         lines = list(self.summary)
         for nodeid, profile in self.profiler.session.tests.items():
             baseline = profile.extra.get(extra_keys.BASELINE)

@@ -1,4 +1,4 @@
-"""The history in a pytest session, as plain methods that plugin.py's hooks call: record each
+"""The history in a pytest session, as plain methods the session's hooks call: record each
 run at the end of the session (on the xdist controller only, in one transaction), and with
 --profile-compare-history judge each test against its recent runs on this machine (a judge of
 gates/pipeline.py, the last one).

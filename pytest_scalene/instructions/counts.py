@@ -63,7 +63,7 @@ class InstructionCounts:
     def after_collection(
         self, session: pytest.Session, baselines: StoredBaselines | None = None
     ) -> None:
-        """Called by plugin.py's pytest_collection_finish (trylast: after deselection).
+        """Called by profiling_session.after_collection (trylast: after deselection).
         `baselines`: the tests whose counts would fail against them are counted again
         (see confirm)."""
         if self.config.option.collectonly:
@@ -95,7 +95,7 @@ class InstructionCounts:
                 write_text_atomic(path, json.dumps(_encode(self.counts)))
 
     def share_with_worker(self, node: Any) -> None:
-        """Called by plugin.py's pytest_configure_node (pytest-xdist, on the controller): the
+        """Called by the session's pytest_configure_node (xdist, on the controller): the
         folder where the workers share the counts."""
         if self._shared_dir is None:
             self._shared_dir = tempfile.mkdtemp(prefix="pytest-scalene-counts-")
@@ -186,7 +186,7 @@ class InstructionCounts:
         return extra
 
     def attach(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
-        """Called by plugin.py's pytest_runtest_makereport, before the gates judge."""
+        """Called by profiling_session.py's pytest_runtest_makereport, before the gates judge."""
         if call.when != "call" or item.nodeid not in self.counts:
             return
         profile = self.profiler.session.tests.get(item.nodeid)

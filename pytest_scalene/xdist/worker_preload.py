@@ -25,8 +25,9 @@ from ..sampling import in_process_hooks
 
 @contextlib.contextmanager
 def preloaded_workers(config: pytest.Config) -> Iterator[None]:
-    """Around pytest_sessionstart on the controller (plugin.py): while xdist starts its workers,
-    the environment starts them with the shim; acts only with xdist and the shim in this process."""
+    """Around pytest_sessionstart on the controller (profiling_session.py): while xdist starts
+    its workers, the environment starts them with the shim; acts only with xdist and the shim in
+    this process."""
     path = runenv.shim_path()
     if (
         path is None
