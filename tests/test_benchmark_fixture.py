@@ -235,7 +235,14 @@ def test_a_stored_baseline_compares_one_call(pytester, monkeypatch):
     pytester.runpytest_subprocess(*flags, "--profile-save-baseline").assert_outcomes(passed=4)
     # Unchanged: pytest-benchmark's calibration picks another number of rounds; the per-call
     # figures agree (a whole-test figure of ~1 s would not have moved under a slowdown either).
-    pytester.runpytest_subprocess(*flags, "--profile-compare").assert_outcomes(passed=4)
+    # In a slow phase of this VM that outlasts the confirmation (one read 1.89 ms a call against
+    # ~1.0 ms), the timed figure cannot be judged: the run says so (exit status 7), never fails
+    # the unchanged test (gates/machine_speed.py).
+    result = pytester.runpytest_subprocess(*flags, "--profile-compare")
+    result.assert_outcomes(passed=4)
+    if result.ret != 0:
+        assert result.ret == 7, result.stdout.str()
+        result.stdout.fnmatch_lines(["*the machine runs *x slower than when the baseline*"])
     # 5x: a baseline saved in one of this VM's slow phases read 1.91 ms a call where 1.0-1.1
     # is usual (2026-11-27), and a 3x slowdown then read 1.6x, under the +75% allowed.
     monkeypatch.setenv("FACTOR", "5")

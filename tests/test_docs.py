@@ -373,6 +373,9 @@ def test_noise_rule_constants_are_the_codes():
     assert f"at least {noise_rule.LINE_SHARE:.0%} of the test's total" in rule
     for pause in repeat.CONFIRM_PAUSES_S:
         assert f"{pause:g} s" in rule, f"confirmation pause {pause} s"
+    waits = repeat.MACHINE_PAUSES_S
+    waiting = f"up to {len(waits)} more rounds ({sum(waits):g} s"
+    assert waiting in rule, "the rounds that wait for the machine"
     assert f"`schema` | `{BASELINE_SCHEMA}`" in doc
 
 

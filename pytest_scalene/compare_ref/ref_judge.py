@@ -182,6 +182,9 @@ class CompareRef:
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         return None
 
+    def waits_for_machine(self, item: pytest.Item, profile: TestProfile) -> bool:
+        return False
+
     @staticmethod  # it reads the profile alone
     def unjudged(profile: TestProfile) -> Unjudged | None:
         result = profile.extra.get(extra_keys.AB)

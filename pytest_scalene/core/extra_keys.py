@@ -45,6 +45,10 @@ CPU_RUNS = "cpu_runs"  # the CPU seconds of each timed run
 CPU_RUNS_SPAN_S = "cpu_runs_span_s"  # the wall seconds those runs added up to
 NOT_REPEATABLE = "not_repeatable"  # why the repeats stopped early
 BENCHMARK_CALLS = "benchmark_calls"  # figures per call of the `benchmark` fixture's function
+# The fastest CPU seconds of a fixed probe timed beside the timed runs, where they are saved into
+# a baseline or confirm a regression against one (gates/machine_speed.py; a baseline's cpu key)
+MACHINE_S = "machine_s"
+MACHINE_SLOWER = "machine_slower"  # a CPU growth the machine's slowdown explains: not judged
 
 # -- instruction counts (instructions/counts.py) ------------------------------------------------
 INSTRUCTIONS = "instructions"  # the test's count (the METRICS table's "instructions")

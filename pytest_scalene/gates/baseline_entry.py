@@ -37,12 +37,15 @@ def _source_line(rootdir: str, file: str, line: int) -> str:
 
 def cpu_distribution(profile: TestProfile) -> dict[str, float]:
     """min, median, p90 of the timed runs' CPU seconds (extra_keys.CPU_RUNS; one run: its
-    own), their span (wall seconds the runs added up to) and their number."""
+    own), their span (wall seconds the runs added up to), their number, and the machine's
+    speed beside them where it was timed (gates/machine_speed.py)."""
     runs = profile.extra.get(extra_keys.CPU_RUNS)
     times = sorted(float(t) for t in runs) if isinstance(runs, list) and runs else []
     times = times or [profile.cpu_s]
     span = profile.extra.get(extra_keys.CPU_RUNS_SPAN_S, profile.elapsed_s)
     calls = {"calls": profile.calls} if profile.calls else {}  # benchmark tests: per call
+    probe = profile.extra.get(extra_keys.MACHINE_S)  # the machine's speed beside the runs
+    machine = {extra_keys.MACHINE_S: probe} if isinstance(probe, (int, float)) else {}
     return {
         **calls,
         "min": rounded(times[0]),
@@ -50,6 +53,7 @@ def cpu_distribution(profile: TestProfile) -> dict[str, float]:
         "p90": rounded(times[min(len(times) - 1, math.ceil(0.9 * len(times)) - 1)]),
         "span_s": round(float(span), DIGITS),
         "runs": len(times),
+        **machine,
     }
 
 

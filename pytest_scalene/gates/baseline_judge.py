@@ -10,6 +10,7 @@ read baselines: the files, their entries and the comparison are imported there.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,13 +22,14 @@ from ..core.model import TestProfile, counted_calls
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
 from .budgets import Budget, budget_of
+from .machine_speed import slower_by
 from .metrics import METRICS
 from .pipeline import Unjudged
 
 if TYPE_CHECKING:
     from .baseline_store import ModuleBaseline, TestEntry
     from .comparison import NoiseRule
-    from .findings import Comparison
+    from .findings import Comparison, Finding
 
 ONLY_INSTRUCTIONS = tuple(name for name in METRICS if name != "instructions")  # compare's skip
 SUSPECT_KEY = pytest.StashKey[str]()  # the first CPU regression the confirmation re-ran for
@@ -46,6 +48,7 @@ def counts_moved(first: TestEntry, second: TestEntry, rule: NoiseRule) -> bool:
 
 
 COUNTS_UNJUDGED = Unjudged("instruction counts (--profile-measure=instructions)")
+SLOW_MACHINE = Unjudged("the stored CPU times (--profile-compare), on a machine slower than saved")
 
 
 class StoredBaselines:
@@ -91,8 +94,16 @@ class StoredBaselines:
     # -- the judge -------------------------------------------------------------------------------
     @staticmethod  # it reads the profile alone
     def unjudged(profile: TestProfile) -> Unjudged | None:
-        """A test the instruction counts were asked for and could not count."""
-        return COUNTS_UNJUDGED if extra_keys.INSTRUCTIONS_MISSING in profile.extra else None
+        """A test the instruction counts were asked for and could not count, or whose CPU
+        growth the machine's slowdown explains."""
+        if extra_keys.INSTRUCTIONS_MISSING in profile.extra:
+            return COUNTS_UNJUDGED
+        return SLOW_MACHINE if extra_keys.MACHINE_SLOWER in profile.extra else None
+
+    def waits_for_machine(self, item: pytest.Item, profile: TestProfile) -> bool:
+        entry = self.entry(profile.nodeid)
+        saved = entry.cpu.get(extra_keys.MACHINE_S) if entry else None
+        return slower_by(saved, profile.extra.get(extra_keys.MACHINE_S)) > 1.0
 
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         from .comparison import CPU_TIMED
@@ -120,6 +131,12 @@ class StoredBaselines:
             }
             return []
         stored, result = found
+        slower = self._slower_machine(profile, budget_of(item), result)
+        if slower is not None:
+            profile.extra[extra_keys.MACHINE_SLOWER] = True
+            result.findings = [
+                f for f in result.findings if f.metric not in CPU_TIMED or not f.failed
+            ] + [slower]
         notes = [f.message for f in result.findings if f.verdict() is None]
         notes += self._setup_notes(stored)
         suspect = item.stash.get(SUSPECT_KEY, None)
@@ -140,6 +157,36 @@ class StoredBaselines:
         }
         return [v for f in result.findings if (v := f.verdict()) is not None]
 
+    def _slower_machine(
+        self, profile: TestProfile, budget: Budget, result: Comparison
+    ) -> Finding | None:
+        """The CPU regressions are not judged when the machine's slowdown since the save
+        explains them: against the baseline's CPU figures slowed as much, none is left
+        (gates/machine_speed.py). Never a pass: the finding says so, and the gate is unjudged."""
+        from .comparison import CPU_TIMED
+        from .findings import Finding
+
+        grown = [f for f in result.regressions if f.metric in CPU_TIMED]
+        entry = self.entry(profile.nodeid)
+        if not grown or entry is None:
+            return None
+        saved, now = entry.cpu.get(extra_keys.MACHINE_S), profile.extra.get(extra_keys.MACHINE_S)
+        factor = slower_by(saved, now)
+        slowed = self._comparison(profile, budget, factor) if factor > 1.0 else None
+        if slowed is None or any(f.metric in CPU_TIMED for f in slowed[1].regressions):
+            return None
+        found, fmt = grown[0], METRICS[grown[0].metric].format
+        message = (
+            f"{METRICS[found.metric].label} not judged: {fmt(found.value)} vs baseline "
+            f"{fmt(found.baseline)} ({found.value / found.baseline - 1:+.0%}), but the machine "
+            f"runs {factor:.2f}x slower than when the baseline was saved (a fixed loop timed "
+            f"beside the runs: {now * 1e3:.2f} ms now, {saved * 1e3:.2f} ms then, the fastest of "
+            "each) through every confirmation round, which explains the growth; run again on a "
+            "quieter machine, or judge instruction counts (--profile-measure=instructions) or "
+            "an A/B run against a git ref (--profile-compare-ref)"
+        )
+        return Finding("not_compared", found.metric, found.baseline, found.value, message)
+
     def _setup_notes(self, stored: ModuleBaseline) -> list[str]:
         """Where the baseline was recorded otherwise than this run measures."""
         options, notes = self.profiler.options, []
@@ -157,9 +204,10 @@ class StoredBaselines:
         return notes
 
     def _comparison(
-        self, profile: TestProfile, budget: Budget
+        self, profile: TestProfile, budget: Budget, slowed: float = 1.0
     ) -> tuple[ModuleBaseline, Comparison] | None:
-        """The comparison with the stored baseline, or None when the test has none."""
+        """The comparison with the stored baseline, or None when the test has none; `slowed`:
+        with the baseline's timed CPU figures that many times larger."""
         from .baseline_entry import entry_from_profile
         from .baseline_store import module_of
         from .comparison import CPU_TIMED, NoiseRule, compare
@@ -169,6 +217,8 @@ class StoredBaselines:
         entry = stored.tests.get(profile.nodeid) if stored else None
         if stored is None or entry is None:
             return None
+        if slowed != 1.0:
+            entry = _slowed(entry, slowed, CPU_TIMED)
         tolerance = budget.regression if budget.regression is not None else self.options.regression
         options = self.profiler.options
         rule = NoiseRule.for_run(tolerance, options.interval_s, options.memory_threshold)
@@ -221,6 +271,16 @@ class StoredBaselines:
         if entry is None or "instructions" not in entry.metrics:
             return False
         return counts_moved(entry, counted, self.counts_rule())
+
+
+def _slowed(entry: TestEntry, factor: float, metrics: tuple[str, ...]) -> TestEntry:
+    """`entry` with its figures of `metrics`, the test's and each line's, `factor` times larger."""
+
+    def scaled(figures: dict[str, float]) -> dict[str, float]:
+        return {k: v * factor if k in metrics else v for k, v in figures.items()}
+
+    lines = tuple(replace(line, metrics=scaled(line.metrics)) for line in entry.lines)
+    return replace(entry, metrics=scaled(entry.metrics), lines=lines)
 
 
 def cold_first_call(profile: TestProfile, repeated: bool) -> bool:

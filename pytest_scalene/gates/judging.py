@@ -30,6 +30,7 @@ from .budgets import (
     parse_marks,
 )
 from .leak_confirm import confirm_leaks
+from .machine_speed import note_probe
 from .metrics import METRICS, Availability
 from .pipeline import Judge, Unjudged, confirm
 from .repeat import first_run_recorded_outcome, rerun_of, run_again
@@ -53,6 +54,9 @@ class Budgets:
 
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         return None
+
+    def waits_for_machine(self, item: pytest.Item, profile: TestProfile) -> bool:
+        return False
 
     @staticmethod  # it reads the profile alone
     def unjudged(profile: TestProfile) -> Unjudged | None:
@@ -128,9 +132,13 @@ class Gates:
         confirming = any(judge.confirms_cpu for judge in judges)
         if (more or confirming) and first_run_recorded_outcome(item):
             return  # a unittest skip or failure: its outcome comes with the report
+        # A saved CPU time keeps the machine's speed beside its runs (gates/machine_speed.py)
+        probing = self.options.save_baseline and self.options.measure == "time"
+        if probing and not more:
+            note_probe(profile)  # the first run is the figure
         if more:
             rerun = rerun_of(item)
-            run_again(self.profiler, nodeid, repeat.runs - 1, rerun, repeat.seconds)
+            run_again(self.profiler, nodeid, repeat.runs - 1, rerun, repeat.seconds, probe=probing)
         if confirming:
             confirm(self.profiler, item, judges, repeat.runs)
         if more or confirming:  # the re-runs' profile

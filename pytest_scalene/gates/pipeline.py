@@ -21,7 +21,8 @@ from ..core import extra_keys
 from ..core.model import TestProfile
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
-from .repeat import CONFIRM_PAUSES_S, rerun_of, run_again
+from .machine_speed import note_probe
+from .repeat import CONFIRM_PAUSES_S, MACHINE_PAUSES_S, rerun_of, run_again
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class Judge(Protocol):
         """The message of a timed CPU regression to confirm by running again, or None."""
         ...
 
+    def waits_for_machine(self, item: pytest.Item, profile: TestProfile) -> bool:
+        """Whether the suspect's figure was saved on a machine running faster than it runs now
+        (gates/machine_speed.py): the confirmation goes on, waiting for it."""
+        ...
+
     def unjudged(self, profile: TestProfile) -> Unjudged | None:
         """Whether this gate, asked for, could not judge the passing test: a gate that cannot
         judge says so (exit status 7 unless --profile-allow-unjudged), never passes silently."""
@@ -54,17 +60,27 @@ def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs
     """A timed CPU regression must survive more runs after pauses before it fails: on a shared
     machine another process can slow every run of a test for seconds. Each round re-runs the
     call `runs` times; the fastest of all runs is what the judges then judge (docs/baselines.md,
-    the noise rule). The re-runs change only the CPU figures, never the counted ones."""
+    the noise rule). The machine's speed is timed beside the runs (gates/machine_speed.py), and
+    while a judge's figure was saved on a faster machine than this one is now, up to
+    MACHINE_PAUSES_S more rounds wait for it. The re-runs change only the CPU figures, never
+    the counted ones."""
     confirming = [judge for judge in judges if judge.confirms_cpu]
-    for pause in CONFIRM_PAUSES_S:
-        profile = profiler.session.tests[item.nodeid]
+    nodeid = item.nodeid
+    for round, pause in enumerate((*CONFIRM_PAUSES_S, *MACHINE_PAUSES_S)):
+        profile = profiler.session.tests[nodeid]
         if extra_keys.NOT_REPEATABLE in profile.extra:
             return  # no more runs: judged on those it had
         if not any(judge.cpu_suspect(item, profile) for judge in confirming):
             return
+        if round == 0:
+            note_probe(profile)  # beside the runs so far
+        elif round >= len(CONFIRM_PAUSES_S) and not any(
+            judge.waits_for_machine(item, profile) for judge in confirming
+        ):
+            return
         time.sleep(pause)
         # rerun_of: the re-run's subtests, warnings and unittest records are not counted again
-        run_again(profiler, item.nodeid, runs, rerun_of(item), warmup=False)
+        run_again(profiler, nodeid, runs, rerun_of(item), warmup=False, probe=True)
 
 
 def judge_report(

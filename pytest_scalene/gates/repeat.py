@@ -33,6 +33,7 @@ import pytest
 from ..core import extra_keys
 from ..core.model import LineStats, TestProfile
 from ..sampling.profiler import Profiler
+from .machine_speed import note_probe
 
 try:  # pytest 9+: its count of failed subtests per node
     from _pytest.subtests import failed_subtests_key as _FAILED_SUBTESTS
@@ -91,6 +92,11 @@ MAX_RUNS = 1000  # with a duration: a test of next to no time stops here
 # the runs, the rounds span ~10 s, longer than the slowest CPU phase seen on the development VM
 # (6.5 s; docs/baselines.md).
 CONFIRM_PAUSES_S = (0.5, 1.0, 2.0, 4.0)
+# More rounds, while the machine runs slower than when the baseline was saved
+# (gates/machine_speed.py): in 7 minutes measured on the development VM (2026-11-27) the probe
+# read more than 1.15x its fastest 85% of the time, in stretches of up to 30 s; with these
+# rounds the confirmation spans ~28 s of pauses.
+MACHINE_PAUSES_S = (2.0, 2.0, 4.0, 4.0, 8.0)
 
 
 # Hooks through which a test's call reports on itself while it runs (pytest's `subtests` fixture
@@ -184,6 +190,7 @@ def run_again(
     call: Callable[[], object],
     until_s: float = 0.0,
     warmup: bool = True,
+    probe: bool = False,
 ) -> str | None:
     """Run `call` `times` more times, then more while the wall times of all runs add up to less
     than `until_s` (at most MAX_RUNS runs), each profiled apart, and replace the test's profile
@@ -191,9 +198,13 @@ def run_again(
     A run that raises (fails, skips) ends the repeats without changing the test's outcome: its
     profile is dropped and the others combined, the profile noting it under "not_repeatable";
     the note is returned (None when every run passed). An interrupt (Ctrl-C, pytest.exit)
-    propagates."""
+    propagates. `probe`: the machine's speed is timed beside each run (machine_speed.py), its
+    fastest reading kept with the combined profile (with the earlier runs' when not `warmup`)."""
     tests = profiler.session.tests
     runs = [tests.pop(nodeid)]
+    beside = TestProfile(nodeid)  # holds the probe's readings beside these runs
+    if not warmup and extra_keys.MACHINE_S in runs[0].extra:
+        beside.extra[extra_keys.MACHINE_S] = runs[0].extra[extra_keys.MACHINE_S]
     note = runs[0].extra.get(extra_keys.NOT_REPEATABLE)
 
     def wanted() -> bool:
@@ -217,8 +228,13 @@ def run_again(
                 )
                 break
             runs.append(tests.pop(nodeid))
+            if probe:
+                note_probe(beside)
     finally:
         combined = tests[nodeid] = combine_runs(runs, warmup)
+        combined.extra.pop(extra_keys.MACHINE_S, None)  # the first run's, unless kept above
+        if extra_keys.MACHINE_S in beside.extra:
+            combined.extra[extra_keys.MACHINE_S] = beside.extra[extra_keys.MACHINE_S]
         if note is not None:
             combined.extra[extra_keys.NOT_REPEATABLE] = note
     return note

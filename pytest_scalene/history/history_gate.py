@@ -93,6 +93,9 @@ class History:
         found, _ = self._verdicts(item.nodeid)
         return next((v.message for v in found if v.metric in CPU_TIMED and not v.passed), None)
 
+    def waits_for_machine(self, item: pytest.Item, profile: TestProfile) -> bool:
+        return False  # the recorded runs keep no probe of the machine's speed
+
     def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
         """--profile-compare-history's verdicts; how it judged goes under extra["history"]."""
         if not self.options.compare:

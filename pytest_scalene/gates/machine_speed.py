@@ -1,0 +1,62 @@
+"""The machine's speed beside a test's timed runs, for the stored CPU times (baseline_judge.py).
+
+On a shared machine a process's CPU time moves with what its neighbours do to the caches and
+the memory bus: this 2-core VM alternated between 1.4 ms and 2.7 ms for one Python loop within
+seconds (2026-11-27), and a memory-bound neighbour slowed it 1.8x. A stored CPU time saved in a
+fast phase and compared in a slow one that outlasts the confirmation rounds reads as a
+regression of the unchanged code (one read 1.89 ms a call against ~1.0 ms).
+
+So a fixed workload, the probe, is timed beside each timed run, on both sides alike: after each
+run saved into a baseline, and after each run of a comparison's confirmation rounds. Its fastest
+time stands beside the test's fastest run (the figure compared). When a CPU regression survives
+the confirmation, the probe's fastest now over its fastest then says how much slower the machine
+runs: a growth that this slowdown explains is not judged (the gate says so and the run fails
+with exit status 7), never passed and never called a regression. The ratio is never used to
+scale a figure: a probe that reads slow at save time would then fail unchanged code
+(docs/baselines.md, rule 5, measured that), while as an excuse a slow saved probe only excuses
+less.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..core import extra_keys
+from ..core.model import TestProfile
+
+PROBE_LOOPS = 25_000  # ~1.4 ms of CPU here in a fast phase
+PROBE_RUNS = 3  # the fastest of them: one run can take an interrupt
+
+
+def _work() -> int:
+    total = 0
+    for i in range(PROBE_LOOPS):
+        total += i * i % 7
+    return total
+
+
+def probe_s() -> float:
+    """The fastest CPU seconds of PROBE_RUNS runs of the probe."""
+    best = float("inf")
+    for _ in range(PROBE_RUNS):
+        start = time.process_time()
+        _work()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def note_probe(profile: TestProfile) -> None:
+    """Time the probe now and keep the fastest reading in the profile (extra_keys.MACHINE_S)."""
+    seconds = probe_s()
+    held = profile.extra.get(extra_keys.MACHINE_S)
+    if isinstance(held, (int, float)) and 0 < held < seconds:
+        seconds = held
+    profile.extra[extra_keys.MACHINE_S] = round(seconds, 7)
+
+
+def slower_by(saved: object, now: object) -> float:
+    """How many times slower the machine runs now than when the figure was saved (1.0 when it
+    runs as fast or faster, or either probe is missing)."""
+    if not isinstance(saved, (int, float)) or not isinstance(now, (int, float)) or saved <= 0:
+        return 1.0
+    return max(1.0, now / saved)
