@@ -279,7 +279,7 @@ def test_env_entry_restores_and_keeps_a_test_own_change(monkeypatch: pytest.Monk
 
 
 def test_settings_round_trip_through_the_environment() -> None:
-    settings = child_agent.ChildSettings("/spool", "/root", 0.01, "wall", ["a*"], [], 123)
+    settings = child_agent.ChildSettings("/spool", "/root", 0.01, "wall", ("a*",), (), 123)
     assert child_agent.ChildSettings.from_env(settings.to_env()) == settings
 
 

@@ -4,7 +4,7 @@ against the recent runs of this machine (--profile-compare-history, --profile-hi
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import pytest
 
@@ -51,8 +51,7 @@ def add_history_options(group: pytest.OptionGroup) -> None:
     )
 
 
-@dataclass(frozen=True)
-class HistoryOptions:
+class HistoryOptions(NamedTuple):
     url: str | None
     compare: bool
     window: int

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 PREFIX = "--profile"
 
 
-@dataclass(frozen=True)
-class IniOption:
+class IniOption(NamedTuple):
     flag: str  # "--profile-repeat"
     dest: str  # "profile_repeat": the attribute and the ini key
     default: Any

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -109,8 +109,7 @@ def positive_int(text: str) -> int:
     return value
 
 
-@dataclass(frozen=True)
-class Repeat:
+class Repeat(NamedTuple):
     """--profile-repeat: `runs` runs of each test's call, and more until their wall times add
     up to `seconds` (N or a duration such as 10s; docs/baselines.md, the noise rule)."""
 
@@ -311,8 +310,7 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
     )
 
 
-@dataclass(frozen=True)
-class ProfileOptions:
+class ProfileOptions(NamedTuple):
     enabled: bool  # the rest default as on the command line: code names what differs
     interval_s: float = DEFAULT_INTERVAL_S
     clock: str = "cpu"
@@ -347,8 +345,7 @@ class ProfileOptions:
         )
 
 
-@dataclass(frozen=True)
-class GateOptions:
+class GateOptions(NamedTuple):
     save_baseline: bool
     compare: bool
     baseline_dir: Path

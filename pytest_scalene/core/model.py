@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import extra_keys
 from .verdict import Verdict
@@ -31,8 +31,7 @@ def counted_calls(environment: Mapping[str, str]) -> int | None:
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
-@dataclass(frozen=True, order=True)
-class LineKey:
+class LineKey(NamedTuple):
     file: str  # posix path relative to the rootdir (absolute if outside it)
     line: int
     function: str

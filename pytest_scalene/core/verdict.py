@@ -5,15 +5,13 @@ core/codec.py) and what every report shows, by field."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 BUDGET = "budget"  # a perf_budget limit (or a --profile-fail-on-leak / --profile-max-copy-mb-s)
 REGRESSION = "regression"  # against a baseline, the history, or another git ref
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     kind: str  # BUDGET or REGRESSION
     metric: str
     limit: float | bool | None  # the value above which it fails (None: not known)

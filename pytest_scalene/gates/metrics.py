@@ -8,7 +8,7 @@ regression verdicts, the JUnit properties and the Markdown summary all follow th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core import extra_keys
 from ..core.model import LineKey, LineStats, TestProfile
@@ -89,8 +89,7 @@ def _leak_count(profile: TestProfile) -> float | None:
     return float(len(leaks)) if isinstance(leaks, list) else None
 
 
-@dataclass(frozen=True)
-class Metric:
+class Metric(NamedTuple):
     name: str  # marker keyword and JSON key
     label: str  # as messages name it
     unit: str  # "s", "MB", "MB/s", "" (a fraction), "leaks" or "instructions"
@@ -245,8 +244,7 @@ def where(key: LineKey) -> str:
     return f"{key.file}:{key.line} {key.function}"
 
 
-@dataclass(frozen=True)
-class Availability:
+class Availability(NamedTuple):
     """Why a profiler's figures may be missing in this run, for "cannot be checked" messages."""
 
     memory: str = "the memory profiler recorded no figures for this test"

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import pytest
 
@@ -25,8 +24,7 @@ from .machine_speed import note_probe
 from .repeat import CONFIRM_PAUSES_S, MACHINE_PAUSES_S, rerun_of, run_again
 
 
-@dataclass(frozen=True)
-class Unjudged:
+class Unjudged(NamedTuple):
     """Why a gate could not judge a passing test, as the end of the output names it."""
 
     gate: str  # e.g. "the history (--profile-compare-history)"

@@ -17,9 +17,8 @@ import ctypes
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 MB = 2**20  # gpu_peak_mb is in MiB, like the other *_mb figures
 LIBRARY = "libnvidia-ml.so.1"
@@ -41,8 +40,7 @@ class GpuUnavailable(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     util_percent: float | None  # None where the device does not report utilisation (e.g. MIG)
     used_bytes: int
     scope: str  # "process": this process and its children; "device": every process on it

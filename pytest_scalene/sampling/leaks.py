@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core import extra_keys
 from ..core.model import LineKey
@@ -43,8 +43,7 @@ def leak_probability(mallocs: int, frees: int) -> float:
     return 1.0 - (frees + 1) / (mallocs + 2)
 
 
-@dataclass(frozen=True)
-class LineEvidence:
+class LineEvidence(NamedTuple):
     key: LineKey
     mallocs: int  # tracked allocations charged to the line
     frees: int  # of those, freed by the end of the test

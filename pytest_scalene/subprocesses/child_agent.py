@@ -22,9 +22,8 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ENV = "PYTEST_SCALENE_CHILD"  # JSON ChildSettings, set only while a profiled test runs
 RUNNING = ".running"
@@ -37,18 +36,17 @@ _getsignal = signal.getsignal  # bound at import: signal_guard wraps the module'
 _signal = signal.signal
 
 
-@dataclass(frozen=True)
-class ChildSettings:
+class ChildSettings(NamedTuple):
     spool: str  # the test's spool directory
     rootdir: str
     interval_s: float
     clock: str
-    include: list[str] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     memory_threshold: int = 0  # 0: no memory profiling in children
 
     def to_env(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps(self._asdict())
 
     @classmethod
     def from_env(cls, text: str) -> ChildSettings:
@@ -58,8 +56,8 @@ class ChildSettings:
             rootdir=str(data["rootdir"]),
             interval_s=float(data["interval_s"]),
             clock=str(data["clock"]),
-            include=[str(g) for g in data.get("include", [])],
-            exclude=[str(g) for g in data.get("exclude", [])],
+            include=tuple(str(g) for g in data.get("include", [])),
+            exclude=tuple(str(g) for g in data.get("exclude", [])),
             memory_threshold=int(data.get("memory_threshold", 0)),
         )
 

@@ -113,8 +113,8 @@ class ChildProfiles:
             rootdir=self.profiler.scope.rootdir,
             interval_s=options.interval_s,
             clock=options.clock,
-            include=list(options.include),
-            exclude=list(options.exclude),
+            include=tuple(options.include),
+            exclude=tuple(options.exclude),
             memory_threshold=self.memory_threshold,
         )
         os.environ[child_agent.ENV] = settings.to_env()
