@@ -40,6 +40,8 @@ def terminal_width(config: Any) -> int:
 
 def display_width(text: str) -> int:
     """Terminal columns `text` takes: East Asian wide characters take two, combining marks none."""
+    if text.isascii():  # most text: one column a character
+        return len(text)
     width = 0
     for char in text:
         if unicodedata.combining(char):

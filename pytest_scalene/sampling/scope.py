@@ -26,8 +26,9 @@ _PLUGIN_DIR = str(Path(__file__).resolve().parent.parent)  # the whole package
 
 def _library_roots() -> tuple[str, ...]:
     roots = set()
+    paths = sysconfig.get_paths()  # computed afresh at each call
     for name in ("stdlib", "platstdlib", "purelib", "platlib"):
-        path = sysconfig.get_paths().get(name)
+        path = paths.get(name)
         if path:
             roots.add(os.path.realpath(path))
     for path in sys.path:
