@@ -21,7 +21,7 @@ from pytest_scalene.config import options
 from pytest_scalene.config.option_errors import REMOVED
 from pytest_scalene.core import extra_keys, natural_values
 from pytest_scalene.core.model import SCHEMA_VERSION, LineKey
-from pytest_scalene.gates import budgets, noise_rule, repeat
+from pytest_scalene.gates import budgets, machine_speed, noise_rule, repeat
 from pytest_scalene.gates.baseline_store import BASELINE_SCHEMA
 from pytest_scalene.gates.metrics import COMPARED, METRICS
 from pytest_scalene.sampling import leaks
@@ -376,6 +376,7 @@ def test_noise_rule_constants_are_the_codes():
     waits = repeat.MACHINE_PAUSES_S
     waiting = f"up to {len(waits)} more rounds ({sum(waits):g} s"
     assert waiting in rule, "the rounds that wait for the machine"
+    assert f"more than {machine_speed.SAME_SPEED:g}x the saved one" in rule, "the probe's spread"
     assert f"`schema` | `{BASELINE_SCHEMA}`" in doc
 
 

@@ -111,5 +111,6 @@ def test_the_confirmation_waits_for_the_machine(saved, monkeypatch):
 def test_slower_by():
     assert machine_speed.slower_by(0.001, 0.003) == pytest.approx(3.0)
     assert machine_speed.slower_by(0.002, 0.001) == 1.0  # faster now: nothing to excuse
+    assert machine_speed.slower_by(0.001, 0.00114) == 1.0  # within the probe's own spread
     assert machine_speed.slower_by(None, 0.003) == 1.0  # a baseline saved without the probe
     assert machine_speed.probe_s() > 0

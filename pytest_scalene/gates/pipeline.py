@@ -64,15 +64,15 @@ def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs
     the counted ones."""
     confirming = [judge for judge in judges if judge.confirms_cpu]
     nodeid = item.nodeid
-    for round, pause in enumerate((*CONFIRM_PAUSES_S, *MACHINE_PAUSES_S)):
+    for index, pause in enumerate((*CONFIRM_PAUSES_S, *MACHINE_PAUSES_S)):
         profile = profiler.session.tests[nodeid]
         if extra_keys.NOT_REPEATABLE in profile.extra:
             return  # no more runs: judged on those it had
         if not any(judge.cpu_suspect(item, profile) for judge in confirming):
             return
-        if round == 0:
+        if index == 0:
             note_probe(profile)  # beside the runs so far
-        elif round >= len(CONFIRM_PAUSES_S) and not any(
+        elif index >= len(CONFIRM_PAUSES_S) and not any(
             judge.waits_for_machine(item, profile) for judge in confirming
         ):
             return
