@@ -13,6 +13,7 @@ docs/architecture.md maps the package.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
 
 import pytest
@@ -23,7 +24,6 @@ from .config.options import add_options
 from .core import runenv
 from .gates.memory_need import selected_need_memory
 from .sampling import preload
-from .subprocesses import child_agent
 
 PROFILES = pytest.StashKey[bool]()  # the session profiles: profiling_session.start() ran
 
@@ -40,7 +40,11 @@ def pytest_load_initial_conftests(
 ) -> Generator[None, None, None]:
     # Outermost, before capture starts and conftests load: may re-execute pytest with the
     # allocator shim preloaded (see sampling/preload.py).
-    child_agent.stop_for_nested_pytest()  # a profiled child running pytest: it profiles itself
+    # A profiled child running pytest profiles itself: its agent (imported at the child's
+    # start, and only there) stops.
+    agent = sys.modules.get("pytest_scalene.subprocesses.child_agent")
+    if agent is not None:
+        agent.stop_for_nested_pytest()
     if not runenv.in_counting_session():
         preload.prepare(early_config, selected_need_memory)
     result = yield

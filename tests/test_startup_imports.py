@@ -61,6 +61,8 @@ import sys
 def test_plain(request):
     ours = {n for n in sys.modules if n.startswith("pytest_scalene")}
     built = {"profiling_session", "sampling.profiler", "sampling.cpu_sampler", "gates.judging"}
+    # Nor the extension, the in-process hooks (ctypes) or a profiled child's agent.
+    built |= {"_native", "sampling.in_process_hooks", "subprocesses.child_agent"}
     assert not {"pytest_scalene." + n for n in built} & ours, sorted(ours)
     assert not request.config.pluginmanager.has_plugin("pytest-scalene-session")
 """

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import runenv
-from . import in_process_hooks
 
 if TYPE_CHECKING:  # pytest itself is imported only where needed: profiled children import this
     import pytest
@@ -80,10 +79,12 @@ def prepare(early_config: pytest.Config, needs_memory: Callable[[Any], bool]) ->
     # auto: whenever tests are profiled, baselines included (so that they hold memory figures).
     profiling = runenv.profiling_requested(ns)
     wanted = memory in ("yes", "preload") or (memory == "auto" and profiling)
-    if memory == "auto" and not wanted and not runenv.shim_loaded():
+    if memory == "auto" and not wanted:
         wanted = needs_memory(early_config)  # plain pytest: memory budgets only
-    if not wanted or runenv.shim_loaded():
+    if not wanted or runenv.shim_loaded():  # asked last: it imports the extension
         return
+    from . import in_process_hooks  # ctypes: only where the shim is wanted
+
     reason = _no_shim()
     path = runenv.shim_path()
     if reason is None and path is not None:
