@@ -176,9 +176,11 @@ class StoredBaselines:
         if slowed is None or any(f.metric in CPU_TIMED for f in slowed[1].regressions):
             return None
         found, fmt = grown[0], METRICS[grown[0].metric].format
+        before, after = found.baseline or 0.0, found.value or 0.0
+        change = f"{after / before - 1:+.0%}" if before > 0 else "from 0"
         message = (
-            f"{METRICS[found.metric].label} not judged: {fmt(found.value)} vs baseline "
-            f"{fmt(found.baseline)} ({found.value / found.baseline - 1:+.0%}), but the machine "
+            f"{METRICS[found.metric].label} not judged: {fmt(after)} vs baseline "
+            f"{fmt(before)} ({change}), but the machine "
             f"runs {factor:.2f}x slower than when the baseline was saved (a fixed loop timed "
             f"beside the runs: {now * 1e3:.2f} ms now, {saved * 1e3:.2f} ms then, the fastest of "
             "each) through every confirmation round, which explains the growth; run again on a "
