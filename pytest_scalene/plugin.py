@@ -42,7 +42,7 @@ def pytest_load_initial_conftests(
     # allocator shim preloaded (see sampling/preload.py).
     # A profiled child running pytest profiles itself: its agent (imported at the child's
     # start, and only there) stops.
-    agent = sys.modules.get("pytest_scalene.subprocesses.child_agent")
+    agent = sys.modules.get(f"{__package__}.subprocesses.child_agent")
     if agent is not None:
         agent.stop_for_nested_pytest()
     if not runenv.in_counting_session():

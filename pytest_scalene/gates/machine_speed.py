@@ -49,13 +49,15 @@ def probe_s() -> float:
     return best
 
 
+def fastest(held: object) -> float:
+    """Time the probe now: the faster of this reading and `held` (an earlier one, if any)."""
+    seconds = round(probe_s(), 7)
+    return held if isinstance(held, (int, float)) and 0 < held < seconds else seconds
+
+
 def note_probe(profile: TestProfile) -> None:
     """Time the probe now and keep the fastest reading in the profile (extra_keys.MACHINE_S)."""
-    seconds = probe_s()
-    held = profile.extra.get(extra_keys.MACHINE_S)
-    if isinstance(held, (int, float)) and 0 < held < seconds:
-        seconds = held
-    profile.extra[extra_keys.MACHINE_S] = round(seconds, 7)
+    profile.extra[extra_keys.MACHINE_S] = fastest(profile.extra.get(extra_keys.MACHINE_S))
 
 
 def slower_by(saved: object, now: object) -> float:

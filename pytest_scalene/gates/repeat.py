@@ -33,7 +33,7 @@ import pytest
 from ..core import extra_keys
 from ..core.model import LineStats, TestProfile
 from ..sampling.profiler import Profiler
-from .machine_speed import note_probe
+from .machine_speed import fastest
 
 try:  # pytest 9+: its count of failed subtests per node
     from _pytest.subtests import failed_subtests_key as _FAILED_SUBTESTS
@@ -202,9 +202,8 @@ def run_again(
     fastest reading kept with the combined profile (with the earlier runs' when not `warmup`)."""
     tests = profiler.session.tests
     runs = [tests.pop(nodeid)]
-    beside = TestProfile(nodeid)  # holds the probe's readings beside these runs
-    if not warmup and extra_keys.MACHINE_S in runs[0].extra:
-        beside.extra[extra_keys.MACHINE_S] = runs[0].extra[extra_keys.MACHINE_S]
+    # the probe's fastest reading beside these runs (and the earlier ones combined in runs[0])
+    machine_s = None if warmup else runs[0].extra.get(extra_keys.MACHINE_S)
     note = runs[0].extra.get(extra_keys.NOT_REPEATABLE)
 
     def wanted() -> bool:
@@ -229,12 +228,12 @@ def run_again(
                 break
             runs.append(tests.pop(nodeid))
             if probe:
-                note_probe(beside)
+                machine_s = fastest(machine_s)
     finally:
         combined = tests[nodeid] = combine_runs(runs, warmup)
         combined.extra.pop(extra_keys.MACHINE_S, None)  # the first run's, unless kept above
-        if extra_keys.MACHINE_S in beside.extra:
-            combined.extra[extra_keys.MACHINE_S] = beside.extra[extra_keys.MACHINE_S]
+        if machine_s is not None:
+            combined.extra[extra_keys.MACHINE_S] = machine_s
         if note is not None:
             combined.extra[extra_keys.NOT_REPEATABLE] = note
     return note
