@@ -16,11 +16,12 @@ from ..core import extra_keys, runenv
 from ..core.model import TestProfile
 from ..core.verdict import Verdict
 from ..gates.comparison import CPU_TIMED, NoiseRule
+from ..gates.machine_speed import RecentProbe, slower_by
 from ..gates.pipeline import Unjudged
 from ..sampling.profiler import Profiler
 from . import run_records
 from .connect import open_store
-from .recent_runs import judge
+from .recent_runs import judge, machine_then
 from .schema import options_key
 from .store import HistoryError, describe
 
@@ -55,6 +56,7 @@ class History:
         self.summary: list[str] = []
         self.worker = runenv.is_xdist_worker(config)
         self.machine = run_records.fingerprint(run_records.machine_info())
+        self.speed = RecentProbe()  # beside each recorded test (gates/machine_speed.py)
 
     def start(self) -> None:
         """Open the store now: a bad URL or a foreign database stops the run before any test."""
@@ -71,12 +73,16 @@ class History:
             raise pytest.UsageError(f"--profile-history: {exc}") from None
 
     # -- judging -------------------------------------------------------------------------------
-    def _verdicts(self, nodeid: str) -> tuple[list[Any], list[str]]:
+    def _verdicts(self, nodeid: str, excuse: bool) -> tuple[list[Any], list[str]]:
+        """`excuse`: a CPU growth the machine's slowdown explains is not judged (the verdicts);
+        without it such a growth stays a suspect (the confirmation, which waits for the
+        machine)."""
         profile = self.profiler.session.tests[nodeid]
         options = self.profiler.options
         rule = NoiseRule.for_run(None, options.interval_s, options.memory_threshold)
         current = run_records.test_record(profile).metrics
-        return judge(current, self.recent.get(nodeid, []), rule)
+        now = profile.extra.get(extra_keys.MACHINE_S) if excuse else None
+        return judge(current, self.recent.get(nodeid, []), rule, now)
 
     @property
     def confirms_cpu(self) -> bool:
@@ -90,17 +96,22 @@ class History:
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         """A CPU regression against the history is confirmed as one against a baseline is
         (gates/pipeline.py): it must survive more runs after pauses."""
-        found, _ = self._verdicts(item.nodeid)
+        found, _ = self._verdicts(item.nodeid, excuse=False)
         return next((v.message for v in found if v.metric in CPU_TIMED and not v.passed), None)
 
     def waits_for_machine(self, item: pytest.Item, profile: TestProfile) -> bool:
-        return False  # the recorded runs keep no probe of the machine's speed
+        then = machine_then(self.recent.get(item.nodeid, []))
+        return slower_by(then, profile.extra.get(extra_keys.MACHINE_S)) > 1.0
 
     def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
-        """--profile-compare-history's verdicts; how it judged goes under extra["history"]."""
+        """--profile-compare-history's verdicts; how it judged goes under extra["history"].
+        Every passed test gets the machine's speed for its record (a confirmation's, timed
+        beside its runs, or the recent reading)."""
+        if extra_keys.MACHINE_S not in profile.extra:
+            profile.extra[extra_keys.MACHINE_S] = self.speed.reading()
         if not self.options.compare:
             return []
-        found, notes = self._verdicts(item.nodeid)
+        found, notes = self._verdicts(item.nodeid, excuse=True)
         profile.extra[extra_keys.HISTORY] = {
             "runs": max((v.runs for v in found), default=len(self.recent.get(item.nodeid, []))),
             "machine": self.machine,

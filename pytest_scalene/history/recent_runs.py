@@ -11,7 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.natural_values import is_number
 from ..core.verdict import REGRESSION, Verdict
+from ..gates.comparison import CPU_TIMED
+from ..gates.machine_speed import slower_by
 from ..gates.metrics import COMPARED
 from ..gates.noise_rule import NoiseRule
 
@@ -49,15 +52,27 @@ def _spread(values: Sequence[float], median: float) -> float:
     return MAD_TO_SIGMA * statistics.median(abs(v - median) for v in values)
 
 
+def machine_then(past: Sequence[dict[str, Any]]) -> float | None:
+    """The median of the machine's speed read beside the earlier runs (gates/machine_speed.py),
+    None where none was (runs recorded before schema 4)."""
+    readings = [float(p["machine_s"]) for p in past if is_number(p.get("machine_s"))]
+    return statistics.median(readings) if readings else None
+
+
 def judge(
     current: dict[str, float | None],
     past: Sequence[dict[str, Any]],
     rule: NoiseRule,
+    machine_now: float | None = None,
 ) -> tuple[list[HistoryVerdict], list[str]]:
     """Verdicts for the metrics measured now and in at least MIN_RUNS earlier passed runs, and
-    notes for those that could not be judged."""
+    notes for those that could not be judged. `machine_now`: the machine's speed read beside
+    the runs judged; a timed CPU growth that the machine's slowdown since the earlier runs
+    explains is then not judged (a note, no verdict) instead of failing."""
     verdicts: list[HistoryVerdict] = []
     notes: list[str] = []
+    then = machine_then(past)
+    slower = slower_by(then, machine_now)
     for metric in COMPARED:
         value = current.get(metric.name)
         earlier = [float(p[metric.name]) for p in past if p.get(metric.name) is not None]
@@ -76,6 +91,16 @@ def judge(
         passed = value <= limit
         fmt = metric.format
         change = f"{(value / median - 1) * 100:+.0f}%" if median > 0 else "from 0"
+        # Against the earlier runs slowed as much as the machine is now (median and spread
+        # `slower` times larger) nothing regressed: the growth may be the machine's alone.
+        slowed = slower * median + max(MADS * slower * spread, rule.floor(metric.name))
+        if not passed and metric.name in CPU_TIMED and slower > 1.0 and value <= slowed:
+            notes.append(
+                f"{metric.label} not judged against history: {fmt(value)} vs median "
+                f"{fmt(median)} of the last {len(earlier)} runs ({change}), but "
+                + _slower_machine(slower, machine_now, then)
+            )
+            continue
         head = metric.label if passed else f"{metric.label} regressed against history:"
         message = (
             f"{head} {fmt(value)} vs median {fmt(median)} of the last {len(earlier)} runs "
@@ -86,3 +111,12 @@ def judge(
             HistoryVerdict(metric.name, median, spread, limit, value, len(earlier), passed, message)
         )
     return verdicts, notes
+
+
+def _slower_machine(slower: float, now: float | None, then: float | None) -> str:
+    return (
+        f"the machine runs {slower:.2f}x slower than in those runs (a fixed loop timed beside "
+        f"the runs: {(now or 0) * 1e3:.2f} ms now, {(then or 0) * 1e3:.2f} ms then, the median "
+        "of theirs) through every confirmation round, which explains the growth; run again on "
+        "a quieter machine, or judge instruction counts (--profile-measure=instructions)"
+    )

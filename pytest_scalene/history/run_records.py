@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import extra_keys
 from ..core.codec import rounded
 from ..core.git import git_or_none
 from ..core.model import SessionProfile, TestProfile
@@ -49,6 +50,7 @@ class TestRecord:
     metrics: dict[str, float | None]  # TEST_METRICS
     verdicts: list[dict[str, Any]]
     lines: tuple[LineRecord, ...]
+    machine_s: float | None = None  # the machine's speed beside the test (gates/machine_speed.py)
 
     @property
     def gates(self) -> str:
@@ -149,7 +151,10 @@ def test_record(profile: TestProfile) -> TestRecord:
         lines.append(LineRecord(key.file, key.line, key.function, values))
     verdicts = [v.to_dict() for v in profile.verdicts]
     # as the JSON profile writes them (6 decimals)
-    return TestRecord(profile.nodeid, profile.outcome, metrics, rounded(verdicts), tuple(lines))
+    machine_s = _number(profile.extra.get(extra_keys.MACHINE_S))
+    return TestRecord(
+        profile.nodeid, profile.outcome, metrics, rounded(verdicts), tuple(lines), machine_s
+    )
 
 
 def run_record(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 KIND = "pytest-scalene history"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Version 1: runs, interned test names and line keys, one result row per test per run.
 _V1 = (
@@ -58,6 +58,11 @@ _V3 = (
 )
 
 
+# Version 4: the machine's speed beside each test's timed runs (gates/machine_speed.py), so that
+# a CPU growth this machine's slowdown explains is not judged a regression against history.
+_V4 = ("ALTER TABLE scalene_results ADD COLUMN machine_s {real}",)
+
+
 def options_key(options: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -76,4 +81,5 @@ MIGRATIONS: dict[int, tuple[tuple[str, ...], Callable[[Execute], None] | None]] 
     0: (_V1, None),
     1: (_V2, _fill_options_keys),
     2: (_V3, None),
+    3: (_V4, None),
 }

@@ -211,7 +211,7 @@ class HistoryStore(ABC):
                     len(run.tests),
                 ),
             )[0]
-            marks = ", ".join("?" for _ in range(len(TEST_METRICS) + 6))
+            marks = ", ".join("?" for _ in range(len(TEST_METRICS) + 7))
             rows = []
             for test in run.tests:
                 lines = [
@@ -226,11 +226,12 @@ class HistoryStore(ABC):
                         *(test.metrics.get(m) for m in TEST_METRICS),
                         json.dumps(test.verdicts, separators=(",", ":")),
                         self._blob(pack_lines(lines)),
+                        test.machine_s,
                     )
                 )
             self._executemany(
                 f"INSERT INTO scalene_results (run_id, test_id, outcome, gates, "
-                f"{', '.join(TEST_METRICS)}, verdicts, lines) VALUES ({marks})",
+                f"{', '.join(TEST_METRICS)}, verdicts, lines, machine_s) VALUES ({marks})",
                 rows,
             )
             if run.code_map is not None:
@@ -310,9 +311,12 @@ class HistoryStore(ABC):
 
     def recent(self, machine: str, options_key: str, last: int) -> dict[str, list[dict[str, Any]]]:
         """{nodeid: figures of its passed runs} over the `last` runs on this machine with these
-        options, oldest first: what history verdicts judge against."""
-        if self._version() == 0:
+        options, oldest first: what history verdicts judge against; with "machine_s", the
+        machine's speed beside the test, where it was timed (schema 4)."""
+        version = self._version()
+        if version == 0:
             return {}
+        columns = (*TEST_METRICS, *(("machine_s",) if version >= 4 else ()))
         run_ids = [
             row[0]
             for row in self._execute(
@@ -325,14 +329,14 @@ class HistoryStore(ABC):
             return {}
         marks = ", ".join("?" for _ in run_ids)
         rows = self._execute(
-            f"SELECT n.nodeid, {_FIGURES} "
+            f"SELECT n.nodeid, {', '.join('r.' + c for c in columns)} "
             "FROM scalene_results r JOIN scalene_test_names n ON n.id = r.test_id "
             f"WHERE r.run_id IN ({marks}) AND r.outcome = 'passed' ORDER BY r.run_id",
             tuple(run_ids),
         )
         out: dict[str, list[dict[str, Any]]] = {}
         for row in rows:
-            out.setdefault(row[0], []).append(dict(zip(TEST_METRICS, row[1:], strict=True)))
+            out.setdefault(row[0], []).append(dict(zip(columns, row[1:], strict=True)))
         return out
 
     def counts(self) -> dict[str, int]:

@@ -26,6 +26,7 @@ def make_run(
                 LineRecord("tests/test_m.py", 10 + k, f"test_{t}", (tag + k, None, 1.0 * k, 0.0))
                 for k in range(lines)
             ),
+            machine_s=tag / 1000,
         )
         for t in range(tests)
     )

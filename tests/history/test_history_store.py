@@ -42,6 +42,7 @@ def test_a_run_reads_back_as_written(store_url):
         ]
         recent = store.recent("machine-a", schema.options_key({"interval_s": 0.01}), 10)
         assert [p["cpu_s"] for p in recent["tests/test_m.py::test_0"]] == [1.0]
+        assert [p["machine_s"] for p in recent["tests/test_m.py::test_0"]] == [0.001]
         assert store.recent("machine-a", "other-options", 10) == {}
 
 
