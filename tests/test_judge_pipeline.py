@@ -83,7 +83,7 @@ def test_a_failing_test_is_not_judged():
     judge = FakeJudge([_verdict(BUDGET, False, "over")])
     profile, report = TestProfile("t.py::t", outcome="failed"), Report(outcome="failed")
     judge_report([judge], None, report, profile)  # type: ignore[arg-type]
-    assert judge.asked == 0 and profile.verdicts == [] and report.longrepr is None
+    assert judge.asked == 0 and not profile.verdicts and report.longrepr is None
 
 
 def test_unjudged_counts_passing_tests_per_gate_those_that_fail_the_run_first():

@@ -85,7 +85,8 @@ def test_baseline_verdicts_are_labelled_apart_from_budgets(tmp_path: Path) -> No
     write_sources(tmp_path)
     session = sample_session()
     etl = session.tests["tests/test_etl.py::test_load_frame"]
-    etl.verdicts.append(
+    etl.verdicts = [
+        *etl.verdicts,
         Verdict.from_dict(
             {
                 "kind": "regression",
@@ -93,8 +94,8 @@ def test_baseline_verdicts_are_labelled_apart_from_budgets(tmp_path: Path) -> No
                 "passed": False,
                 "message": "CPU time regressed: 2.10 s vs baseline 1.00 s (+110%, allowed +30%)",
             }
-        )
-    )
+        ),
+    ]
     text = render(session, str(tmp_path))
     assert "regressed   CPU time regressed: 2.10 s vs baseline 1.00 s" in text
     assert "budget ok   cpu time 2.10 s" in text

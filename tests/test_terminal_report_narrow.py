@@ -47,7 +47,8 @@ def _long_session(root: Path) -> SessionProfile:
     # Every column there is, on one test: its line table is the widest.
     widest = session.tests[LONG_IDS[1]].lines[LineKey("etl/load.py", 7, "load_frame")]
     widest.extra.update(wait_s=0.5, gpu_util_percent=50.0, gpu_peak_mb=100.0)
-    session.tests[LONG_IDS[0]].verdicts.append(
+    session.tests[LONG_IDS[0]].verdicts = [
+        *session.tests[LONG_IDS[0]].verdicts,
         Verdict.from_dict(
             {
                 "metric": "cpu_s",
@@ -56,8 +57,8 @@ def _long_session(root: Path) -> SessionProfile:
                 "passed": False,
                 "message": f"CPU time 20.0 s > budget 1.00 s ({LONG_FILE}:2 work: 20.0 s)",
             }
-        )
-    )
+        ),
+    ]
     return session
 
 

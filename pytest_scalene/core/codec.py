@@ -19,7 +19,7 @@ _LINE_CPU = ("cpu_python_s", "cpu_native_s", "cpu_system_s", "samples")
 def rounded(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 6)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):  # a tuple: in memory only (timelines, empty lists)
         return [rounded(v) for v in value]
     if isinstance(value, dict):
         return {k: rounded(v) for k, v in value.items()}

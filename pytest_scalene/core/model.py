@@ -7,7 +7,7 @@ so a new metric needs no change here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -62,7 +62,9 @@ class TestProfile:
     cpu_system_s: float = 0.0
     lines: dict[LineKey, LineStats] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
-    verdicts: list[Verdict] = field(default_factory=list)  # the gates' (JSON: `verdicts`)
+    # The gates' (JSON: `verdicts`), set whole by gates/pipeline.py; a tuple until then, which
+    # the cyclic collector does not walk (a list a test, kept all session, it did).
+    verdicts: Sequence[Verdict] = ()
 
     @property
     def cpu_s(self) -> float:

@@ -86,7 +86,7 @@ def _copy_rate(profile: TestProfile) -> float | None:
 
 def _leak_count(profile: TestProfile) -> float | None:
     leaks = profile.extra.get(extra_keys.LEAKS)
-    return float(len(leaks)) if isinstance(leaks, list) else None
+    return float(len(leaks)) if isinstance(leaks, (list, tuple)) else None
 
 
 class Metric(NamedTuple):

@@ -45,9 +45,9 @@ def leaks_by_line(profile: TestProfile) -> dict[tuple[str, int], dict[str, Any]]
 def chartable(extra: dict[str, Any]) -> list[Any]:
     """The "timeline" in `extra` when it reaches MIN_CHART_MB, else []."""
     timeline = extra.get(extra_keys.TIMELINE)
-    if not isinstance(timeline, list) or not timeline:
+    if not isinstance(timeline, (list, tuple)) or not timeline:
         return []
-    return timeline if max(num(p[1]) for p in timeline) >= MIN_CHART_MB else []
+    return list(timeline) if max(num(p[1]) for p in timeline) >= MIN_CHART_MB else []
 
 
 def source_text(rootdir: str, file: str, line: int) -> str | None:

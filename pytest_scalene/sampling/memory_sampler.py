@@ -341,9 +341,8 @@ class MemorySampler:
         test[extra_keys.TIMELINE] = timeline.reduce(points)
         if not self._lines and not self._rss_lines and not profile.lines:
             # No sample landed (most short tests): no line figures, no tracked allocation.
-            test[extra_keys.RETAINED] = []
-            test[extra_keys.LEAKS] = []
-            test[extra_keys.HELD] = []
+            # Empty tuples, not lists: no object the cyclic collector walks for every test.
+            test[extra_keys.RETAINED] = test[extra_keys.LEAKS] = test[extra_keys.HELD] = ()
             return
         evidence = []
         held: dict[LineKey, int] = {}

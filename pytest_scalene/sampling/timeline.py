@@ -41,17 +41,19 @@ def _importance(points: Sequence[tuple[float, float]]) -> list[float]:
 
 def reduce(
     points: Sequence[tuple[float, float]], max_points: int = MAX_POINTS
-) -> list[list[float]]:
+) -> tuple[tuple[float, float], ...]:
     """`points` (time-ordered (t, value) pairs) reduced to at most `max_points`, first and last
-    kept; as lists, ready for JSON."""
+    kept. Tuples of floats (JSON writes them as arrays): the cyclic collector stops tracking
+    them at its first look, where lists, kept by every test's profile, made each of its full
+    collections longer for the rest of the session."""
     if max_points < 2:
         raise ValueError(f"max_points must be >= 2, got {max_points}")
     if len(points) <= max_points:
-        return [[t, y] for t, y in points]
+        return tuple((t, y) for t, y in points)
     importance = _importance(points)
     ranked = sorted(range(len(points)), key=lambda i: importance[i], reverse=True)
     # A point split off further than its parent shares the parent's value: drop such a tie
     # group whole rather than cut it, so that the result is exactly RDP at that tolerance.
     cutoff = importance[ranked[max_points]]
     kept = sorted(i for i in ranked[:max_points] if importance[i] > cutoff)
-    return [[points[i][0], points[i][1]] for i in kept]
+    return tuple((points[i][0], points[i][1]) for i in kept)
