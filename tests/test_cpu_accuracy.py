@@ -77,6 +77,13 @@ def _total(line, *keys):
     return sum(line.get(k, 0.0) for k in ("cpu_python_s", "cpu_native_s", "cpu_system_s", *keys))
 
 
+def _native_share(line):
+    """Of the line's user time, the native part: the Python/native split. System time is a
+    third part: line B's copies fault in fresh pages, 20-30% of its CPU on this VM at times
+    (which, counted against the native share, failed the 80% split though nothing was Python)."""
+    return line["cpu_native_s"] / (line["cpu_python_s"] + line["cpu_native_s"])
+
+
 @pytest.mark.parametrize("where", ["test_main_thread", "test_worker_thread"])
 def test_python_native_split_and_shares(run_profiled, pytester, where):
     """CPU clock: ground truth is thread CPU time. perf_counter would also count the time the
@@ -86,8 +93,8 @@ def test_python_native_split_and_shares(run_profiled, pytester, where):
     result.assert_outcomes(passed=1)
     truth = json.loads((pytester.path / "truth.json").read_text())
     a, b = _split_lines(pytester, profile)
-    assert a["cpu_python_s"] / _total(a) >= 0.8, a
-    assert b["cpu_native_s"] / _total(b) >= 0.8, b
+    assert _native_share(a) <= 0.2, a
+    assert _native_share(b) >= 0.8, b
     measured_share = truth["a_cpu"] / (truth["a_cpu"] + truth["b_cpu"])
     reported_share = _total(a) / (_total(a) + _total(b))
     assert abs(reported_share - measured_share) <= 0.10, (reported_share, measured_share, a, b)
@@ -98,8 +105,8 @@ def test_wall_clock_shares_match_perf_counter(run_profiled, pytester):
     result.assert_outcomes(passed=1)
     truth = json.loads((pytester.path / "truth.json").read_text())
     a, b = _split_lines(pytester, profile)
-    assert a["cpu_python_s"] / _total(a) >= 0.8, a
-    assert b["cpu_native_s"] / _total(b) >= 0.8, b
+    assert _native_share(a) <= 0.2, a
+    assert _native_share(b) >= 0.8, b
     measured_share = truth["a_wall"] / (truth["a_wall"] + truth["b_wall"])
     reported_share = _total(a, "wait_s") / (_total(a, "wait_s") + _total(b, "wait_s"))
     assert abs(reported_share - measured_share) <= 0.10, (reported_share, measured_share, a, b)
