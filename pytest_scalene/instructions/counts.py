@@ -187,8 +187,8 @@ class InstructionCounts:
 
     def attach(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
         """Called by profiling_session.py's pytest_runtest_makereport, before the gates judge."""
-        if call.when != "call" or item.nodeid not in self.counts:
-            return
+        if call.when != "call" or not self.counts or item.nodeid not in self.counts:
+            return  # (item.nodeid builds its string at each read)
         profile = self.profiler.session.tests.get(item.nodeid)
         if profile is not None:
             attach(profile, self.counts[item.nodeid])

@@ -54,7 +54,7 @@ class Profiler:
     def wants(self, item: Any) -> bool:
         """Whether a test is profiled: --profile (or a gate that needs profiles) unless the
         code map shows it unchanged, or a perf_budget marker on the test."""
-        if self.options.enabled and item.nodeid not in self.not_measured:
+        if self.options.enabled and (not self.not_measured or item.nodeid not in self.not_measured):
             return True  # before the marker: looking one up walks the test's parents
         return item.get_closest_marker(MARKER) is not None
 
