@@ -270,7 +270,9 @@ class CpuSampler:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, perf_counter()
         self._timer_clock = self._timer_now()
-        self._until_expiry = self.interval_s  # just armed: asking the timer costs a system call
+        # Asked, not assumed to be the interval: Linux adds a tick to a setitimer() CPU timer's
+        # first expiry (4 ms here), so a prompt first handler would read as 4 ms late.
+        self._until_expiry = self._expiry()
         # The main thread alone (most tests) needs no baseline: it takes the CPU time no
         # thread's clock accounts for, and reading none saves 5 us a test.
         self._thread_clock = {}
