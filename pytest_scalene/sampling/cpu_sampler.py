@@ -270,9 +270,7 @@ class CpuSampler:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, perf_counter()
         self._timer_clock = self._timer_now()
-        # Asked, not assumed to be the interval: Linux adds a tick to a setitimer() CPU timer's
-        # first expiry (4 ms here), so a prompt first handler would read as 4 ms late.
-        self._until_expiry = self._expiry()
+        self._until_expiry = self._expiry()  # not the interval: Linux adds a tick (docs/cpu.md)
         # The main thread alone (most tests) needs no baseline: it takes the CPU time no
         # thread's clock accounts for, and reading none saves 5 us a test.
         self._thread_clock = {}
