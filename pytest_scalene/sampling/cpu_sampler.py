@@ -262,9 +262,9 @@ class CpuSampler:
         return timer.until_expiry() if timer is not None else 0.0
 
     def _timer_now(self) -> float:
-        if self.clock == "cpu":
-            return _clock_gettime(CLOCK_PROCESS_CPUTIME_ID)
-        return perf_counter()
+        # While a CPU timer is armed this clock is the kernel's counter, brought up to date at
+        # ticks and by any CPU-time read: every caller reads getrusage or the thread clock first.
+        return _clock_gettime(CLOCK_PROCESS_CPUTIME_ID) if self.clock == "cpu" else perf_counter()
 
     def _reset_clocks(self) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
