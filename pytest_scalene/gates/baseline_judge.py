@@ -22,7 +22,7 @@ from ..core.model import TestProfile, counted_calls
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
 from .budgets import Budget, budget_of
-from .machine_speed import slower_by
+from .machine_speed import explains_growth, slower_by
 from .metrics import METRICS
 from .pipeline import Unjudged
 
@@ -180,12 +180,11 @@ class StoredBaselines:
         change = f"{after / before - 1:+.0%}" if before > 0 else "from 0"
         message = (
             f"{METRICS[found.metric].label} not judged: {fmt(after)} vs baseline "
-            f"{fmt(before)} ({change}), but the machine "
-            f"runs {factor:.2f}x slower than when the baseline was saved (a fixed loop timed "
-            f"beside the runs: {now * 1e3:.2f} ms now, {saved * 1e3:.2f} ms then, the fastest of "
-            "each) through every confirmation round, which explains the growth; run again on a "
-            "quieter machine, or judge instruction counts (--profile-measure=instructions) or "
-            "an A/B run against a git ref (--profile-compare-ref)"
+            f"{fmt(before)} ({change}), but "
+            + explains_growth(
+                factor, now, saved, "than when the baseline was saved", "the fastest of each"
+            )
+            + " or an A/B run against a git ref (--profile-compare-ref)"
         )
         return Finding("not_compared", found.metric, found.baseline, found.value, message)
 

@@ -76,6 +76,17 @@ class RecentProbe:
         return self._seconds
 
 
+def explains_growth(slower: float, now: float, then: float, since: str, then_is: str) -> str:
+    """The end of a "not judged" message: the machine runs `slower` times slower `since` (its
+    readings now and then, `then_is` how the earlier one was taken)."""
+    return (
+        f"the machine runs {slower:.2f}x slower {since} (a fixed loop timed beside the runs: "
+        f"{now * 1e3:.2f} ms now, {then * 1e3:.2f} ms then, {then_is}) through every "
+        "confirmation round, which explains the growth; run again on a quieter machine, or "
+        "judge instruction counts (--profile-measure=instructions)"
+    )
+
+
 def note_probe(profile: TestProfile) -> None:
     """Time the probe now and keep the fastest reading in the profile (extra_keys.MACHINE_S)."""
     profile.extra[extra_keys.MACHINE_S] = fastest(profile.extra.get(extra_keys.MACHINE_S))

@@ -14,7 +14,7 @@ from typing import Any
 from ..core.natural_values import is_number
 from ..core.verdict import REGRESSION, Verdict
 from ..gates.comparison import CPU_TIMED
-from ..gates.machine_speed import slower_by
+from ..gates.machine_speed import explains_growth, slower_by
 from ..gates.metrics import COMPARED
 from ..gates.noise_rule import NoiseRule
 
@@ -98,7 +98,9 @@ def judge(
             notes.append(
                 f"{metric.label} not judged against history: {fmt(value)} vs median "
                 f"{fmt(median)} of the last {len(earlier)} runs ({change}), but "
-                + _slower_machine(slower, machine_now, then)
+                + explains_growth(
+                    slower, machine_now or 0.0, then or 0.0, "than in those runs", "their median"
+                )
             )
             continue
         head = metric.label if passed else f"{metric.label} regressed against history:"
@@ -111,12 +113,3 @@ def judge(
             HistoryVerdict(metric.name, median, spread, limit, value, len(earlier), passed, message)
         )
     return verdicts, notes
-
-
-def _slower_machine(slower: float, now: float | None, then: float | None) -> str:
-    return (
-        f"the machine runs {slower:.2f}x slower than in those runs (a fixed loop timed beside "
-        f"the runs: {(now or 0) * 1e3:.2f} ms now, {(then or 0) * 1e3:.2f} ms then, the median "
-        "of theirs) through every confirmation round, which explains the growth; run again on "
-        "a quieter machine, or judge instruction counts (--profile-measure=instructions)"
-    )
