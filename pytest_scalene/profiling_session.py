@@ -27,19 +27,15 @@ from .benchmark.calls import BenchmarkCalls
 from .config.history_options import HistoryOptions
 from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions
 from .core import extra_keys, runenv
-from .core.atomic_write import write_text_atomic
 from .core.outputs import Outputs
 from .gates.judging import Gates
 from .gates.pipeline import Judge, judge_report, unjudged_counts
 from .instructions import counts
-from .reports import json_report
 from .reports.text import terminal_width
-from .sampling import memory_sampler
 from .sampling.gpu_sampler import GpuSetup
 from .sampling.profiler import Profiler
 from .selection.selector import Selection
 from .subprocesses import child_profiles
-from .xdist import worker_profiles
 from .xdist.worker_preload import preloaded_workers
 
 # What only some sessions use is imported where it is used.
@@ -82,10 +78,20 @@ def start(config: pytest.Config, *, after_sessionstart: bool = False) -> Run:
     options = ProfileOptions.from_config(config)
     profiler = Profiler(options, str(config.rootpath))
     config.add_cleanup(profiler.close)  # the sampler's signal and patches are kept till then
-    memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
+    # What a session's options leave unused is not imported (docs/benchmarks-ms-suite.md).
+    if options.memory != "no":
+        from .sampling import memory_sampler
+
+        memory_sampler.attach(profiler, config.add_cleanup)  # memory, leaks, copy: with the shim
     child_profiles.attach(profiler, config.add_cleanup)  # --profile-subprocesses
-    json_report.install(config, profiler.session, options.json_path)  # crash-safe JSON
-    worker_profiles.install(config, profiler.session)  # a crashed xdist worker loses one test
+    if options.json_path is not None:
+        from .reports import json_report
+
+        json_report.install(config, profiler.session, options.json_path)  # crash-safe JSON
+    if runenv.is_xdist_worker(config) or runenv.is_xdist_controller(config):
+        from .xdist import worker_profiles
+
+        worker_profiles.install(config, profiler.session)  # a crashed worker loses one test
     gate_options = GateOptions.from_config(config)
     if gate_options.measure == "instructions":
         from .instructions import runner
@@ -234,6 +240,8 @@ class SessionHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """pytest-xdist, on the controller: a worker's profiles and stacks join the session's."""
+        from .xdist import worker_profiles
+
         run = self.run
         output = getattr(node, "workeroutput", None) or {}
         worker_profiles.receive(output, run.profiler.session)
@@ -245,6 +253,8 @@ class SessionHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         run, config = self.run, session.config
         if run.worker:  # on xdist, the controller writes the files
+            from .xdist import worker_profiles
+
             worker_profiles.send(config, run.profiler.session)
             run.selection.send(config)
             if run.stacks is not None:
@@ -311,6 +321,7 @@ def _write_report_files(session: pytest.Session, run: Run) -> None:
     rootdir = str(session.config.rootpath)
     markdown = run.gates.options.markdown_path
     if markdown is not None:
+        from .core.atomic_write import write_text_atomic
         from .reports import markdown_report
 
         text = markdown_report.render(profile, rootdir, markdown_report.RunOutcomes.of(session))
@@ -339,6 +350,8 @@ def _write_report_files(session: pytest.Session, run: Run) -> None:
         )
     json_path = options.json_path
     if json_path is not None:
+        from .reports import json_report
+
         run.outputs.write(
             session, "--profile-json", json_path, lambda: json_report.write_json(profile, json_path)
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fake_nvml import (
+    MB,
     NVML_ERROR_DRIVER_NOT_LOADED,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -143,7 +144,7 @@ def test_device_without_per_process_memory_reads_device_totals(fake) -> None:
     assert not devices.per_process and not devices.accounting
     reading = devices.read()
     assert reading.scope == "device" and "does not report per-process" in reading.why_device
-    assert reading.used_bytes == 2 * 1000 * gpu_nvml.MB  # both devices
+    assert reading.used_bytes == 2 * 1000 * MB  # both devices
     assert reading.util_percent == 30
 
 
@@ -151,8 +152,8 @@ def test_per_process_memory_counts_this_process_and_its_children(fake) -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         processes = [
-            [(child.pid, 200 * gpu_nvml.MB), (1, 5000 * gpu_nvml.MB)],  # pid 1: someone else
-            [(gpu_nvml.os.getpid(), 300 * gpu_nvml.MB)],
+            [(child.pid, 200 * MB), (1, 5000 * MB)],  # pid 1: someone else
+            [(gpu_nvml.os.getpid(), 300 * MB)],
         ]
         fake(devices=2, processes=processes, device_used_mb=9999)
         reading = open_nvml().read()
@@ -160,21 +161,21 @@ def test_per_process_memory_counts_this_process_and_its_children(fake) -> None:
         child.kill()
         child.wait()
     assert reading.scope == "process"
-    assert reading.used_bytes == 500 * gpu_nvml.MB
+    assert reading.used_bytes == 500 * MB
 
 
 def test_pids_from_another_pid_namespace_fall_back_to_device(fake) -> None:
     hidden_pid = 2**22 + 17  # above Linux's pid_max: never in our /proc
-    fake(processes=[[(hidden_pid, 700 * gpu_nvml.MB)]], device_used_mb=700)
+    fake(processes=[[(hidden_pid, 700 * MB)]], device_used_mb=700)
     reading = open_nvml().read()
-    assert reading.scope == "device" and reading.used_bytes == 700 * gpu_nvml.MB
+    assert reading.scope == "device" and reading.used_bytes == 700 * MB
     assert "PID namespace" in reading.why_device
 
 
 def test_process_memory_not_available_falls_back_to_device(fake) -> None:
     fake(processes=[[(gpu_nvml.os.getpid(), None)]], device_used_mb=800)
     reading = open_nvml().read()
-    assert reading.scope == "device" and reading.used_bytes == 800 * gpu_nvml.MB
+    assert reading.scope == "device" and reading.used_bytes == 800 * MB
 
 
 # -- figures on lines --------------------------------------------------------------------------

@@ -32,6 +32,26 @@ def test_a_session_imports_only_what_its_options_use(pytester: pytest.Pytester, 
     result.assert_outcomes(passed=1)
 
 
+# A profiling session without memory, the JSON file or xdist: what only those use stays out.
+CPU_ONLY = """
+import sys
+
+def test_modules():
+    ours = {n for n in sys.modules if n.startswith("pytest_scalene.")}
+    unused = {"_native", "sampling.in_process_hooks", "sampling.memory_sampler",
+              "gates.leak_confirm", "sampling.gpu_nvml", "reports.json_report", "core.codec",
+              "xdist.worker_profiles", "core.atomic_write"}
+    assert not {"pytest_scalene." + n for n in unused} & ours, sorted(ours)
+    assert "pytest_scalene.sampling.cpu_sampler" in ours  # it did profile
+"""
+
+
+def test_a_cpu_only_session_leaves_out_the_memory_and_output_modules(pytester: pytest.Pytester):
+    pytester.makepyfile(test_inside=CPU_ONLY)
+    args = ("-p", "no:cacheprovider", "--profile", "--profile-memory=no", "--profile-gpu=no")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+
+
 def test_git_runs_only_to_record_a_baseline(pytester: pytest.Pytester):
     # A git on PATH that leaves a trace: a session that saves no baseline never calls it
     # (in a large repository `git status` alone takes seconds).

@@ -29,7 +29,6 @@ from .budgets import (
     parse_defaults,
     parse_marks,
 )
-from .leak_confirm import confirm_leaks
 from .machine_speed import note_probe
 from .metrics import METRICS, Availability
 from .pipeline import Judge, Unjudged, confirm
@@ -144,6 +143,8 @@ class Gates:
         if more or confirming:  # the re-runs' profile
             profile = self.profiler.session.tests.get(nodeid)
         if profile is not None and profile.extra.get(extra_keys.HELD):
+            from .leak_confirm import confirm_leaks  # with the memory sampler's leak table
+
             confirm_leaks(self.profiler, item)  # a suspected leak must grow again when run again
 
     def record_properties(self, item: pytest.Item, profile: TestProfile) -> None:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from ..core import extra_keys
 from ..core.model import LineKey, LineStats, TestProfile
 from ..core.natural_values import float_or_none, format_megabytes, format_seconds
-from ..sampling.memory_sampler import COPY_STEP_THRESHOLDS
+from ..sampling.shim_steps import COPY_STEP_THRESHOLDS
 
 # The shim samples the footprint each time it moves by a threshold drawn uniformly in
 # [T/2, 3T/2) around the mean T (native/shim.cpp, next_threshold): a sampled allocation is

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..core import extra_keys
-from ..core.atomic_write import locked, write_text_atomic
 from ..core.model import TestProfile, counted_calls
 from ..gates.budgets import MARKER
 from ..sampling.profiler import Profiler
@@ -84,6 +83,8 @@ class InstructionCounts:
             if baselines is not None:
                 self.confirm(baselines)
             return
+        from ..core.atomic_write import locked, write_text_atomic  # counting sessions only
+
         with locked(shared):  # one worker counts; the others wait, then read its counts
             path = Path(shared) / SHARED_FILE
             if path.exists():

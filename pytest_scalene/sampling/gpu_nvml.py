@@ -20,7 +20,6 @@ import sys
 from types import ModuleType
 from typing import Any, NamedTuple
 
-MB = 2**20  # gpu_peak_mb is in MiB, like the other *_mb figures
 LIBRARY = "libnvidia-ml.so.1"
 NO_LIBRARY = f"the NVIDIA driver library ({LIBRARY}) was not found: no NVIDIA driver is installed"
 

@@ -12,16 +12,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ..core import extra_keys
 from ..core.model import LineKey, TestProfile
-from .gpu_nvml import MB, GpuUnavailable, NvmlDevices, Reading, open_nvml
 from .profiler import Profiler
 from .scope import CodeScope
 
+if TYPE_CHECKING:  # NVML's module is imported at the first profiled test, unless --profile-gpu=no
+    from .gpu_nvml import NvmlDevices, Reading
+
 TIME_BUDGET = 0.005  # GPU sampling may use at most 0.5% of a test's wall time
+MB = 2**20  # gpu_peak_mb is in MiB, like the other *_mb figures
 
 
 class GpuSampler:
@@ -177,6 +181,8 @@ class GpuSetup:
         mode = self.profiler.options.gpu
         if mode == "no":
             return
+        from .gpu_nvml import GpuUnavailable, open_nvml
+
         try:
             devices = open_nvml()
         except GpuUnavailable as exc:

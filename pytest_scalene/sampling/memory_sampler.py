@@ -34,6 +34,7 @@ from . import leaks, timeline
 from .cpu_sampler import CpuSampler
 from .resident import Resident
 from .scope import CodeScope
+from .shim_steps import COPY_STEP_THRESHOLDS, LEAK_STEPS_PER_THRESHOLD, TRACK_STEPS_PER_THRESHOLD
 from .threads import current_frames
 from .timers import free_realtime_signal, real_getsignal, real_signal
 
@@ -45,13 +46,6 @@ _siginterrupt = signal.siginterrupt
 MB = float(1 << 20)
 # Each profiled line's memory figures (0 on a line that only CPU samples reached).
 LINE_FIGURES = ("peak_mb", "avg_mb", "alloc_mb", "python_alloc_fraction", "copy_mb", "copy_mb_s")
-# The shim tracks the allocation at each new high-water mark in threshold / 80 steps (128 KB by
-# default): fine enough to find a line retaining a few hundred KB per test (leaks.retained),
-# for +11% time on a test keeping 1 GB (docs/memory.md). The leak score counts one of them per
-# threshold / 10 (~1 MB), as with a 1 MB step, so a suspect needs as much evidence as before.
-TRACK_STEPS_PER_THRESHOLD = 80
-LEAK_STEPS_PER_THRESHOLD = 10
-COPY_STEP_THRESHOLDS = 2  # one copy sample per 2 x threshold bytes copied
 MAX_KNOWN_CODES = 100_000
 
 

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from ..core import extra_keys, runenv
-from ..core.codec import profile_from_dict
 from ..core.model import LineStats, TestProfile
 from ..core.natural_values import is_number
 from . import child_agent
@@ -135,6 +134,8 @@ class ChildProfiles:
                 shutil.rmtree(spool, ignore_errors=True)
 
     def _merge(self, spool: Path, profile: TestProfile) -> None:
+        from ..core.codec import profile_from_dict  # only where children were profiled
+
         for path in sorted(spool.glob("*.json")):
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 import pytest
 
 from ..core import runenv
-from ..sampling import in_process_hooks
 
 
 @contextlib.contextmanager
@@ -28,13 +27,15 @@ def preloaded_workers(config: pytest.Config) -> Iterator[None]:
     """Around pytest_sessionstart on the controller (profiling_session.py): while xdist starts
     its workers, the environment starts them with the shim; acts only with xdist and the shim in
     this process."""
+    # xdist first: the other checks import the extension and ctypes, which a session without
+    # xdist and without memory profiling does without.
+    if not config.pluginmanager.has_plugin("dsession"):
+        yield
+        return
+    from ..sampling import in_process_hooks
+
     path = runenv.shim_path()
-    if (
-        path is None
-        or not config.pluginmanager.has_plugin("dsession")
-        or not runenv.shim_loaded()
-        or in_process_hooks.installed()
-    ):
+    if path is None or not runenv.shim_loaded() or in_process_hooks.installed():
         yield
         return
     overlay = runenv.preload_overlay(str(path), dict(os.environ))
