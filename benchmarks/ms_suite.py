@@ -39,6 +39,7 @@ from pathlib import Path
 
 import alternate
 from ms_suite_notes import (
+    COLLECTOR_HELD_STILL,
     LEANER_PATH,
     SESSION_FIXED_COST,
     TIME_WITHOUT_INSTRUCTIONS,
@@ -89,17 +90,6 @@ def test_case(i):
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 
-def cpu_s(directory: Path, args: list[str]) -> float:
-    """CPU time (user + system) of one pytest run on its own."""
-    command = [*PYTEST, *args]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(command, cwd=directory, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode not in (0, 5):  # 5: no test selected (the empty session)
-        raise SystemExit(f"{' '.join(args) or 'plain'} failed:\n{done.stdout[-2000:]}")
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 EMPTY = ["-k", "no_test_has_this_name"]
 EMPTY_TEST = "def test_empty():\n    pass\n"
 LABELS = (
@@ -107,9 +97,15 @@ LABELS = (
     ("cpu_only", "CPU only"),
     ("full", "full (CPU + memory + copy)"),
 )
-# Instructions are counted on two suite sizes: the difference is the tests' share, the rest the
-# start-up's; the suite ratio is then the one at --tests tests.
-COUNTED_SIZES = (50, 200)
+# Instructions are counted on three suite sizes: the slope of a least-squares line through them
+# is the tests' share, its intercept the start-up's; the suite ratio is then the one at --tests.
+COUNTED_SIZES = (50, 125, 200)
+# The counted runs take no sample: whether one lands is a matter of timing (valgrind stretches
+# the CPU clock the timer runs on), and one that lands in a code object seen for the first time
+# costs millions of instructions. At 0.7 ms a test a real run of this suite takes about one
+# sample a session (the timer is re-armed for each test and expires 14 ms into it), so the
+# counted figure is the per-test lifecycle, as a run without valgrind pays it.
+NO_SAMPLE_INTERVAL = "--profile-interval=1000"
 
 
 def instructions(directory: Path, args: list[str]) -> tuple[int, float]:
@@ -136,24 +132,18 @@ def instructions(directory: Path, args: list[str]) -> tuple[int, float]:
 
 
 def count(tests: int) -> dict:
-    """Per test and start-up instructions of each mode, and the suite ratio at `tests` tests.
-    The sampler's timer runs on CPU time, which valgrind stretches ~50-fold: the profiled runs
-    get the interval stretched as much, so that as many samples land as in a run without it
-    (unstretched, the samples' handlers were a third of the CPU-only mode's count)."""
-    small, large = COUNTED_SIZES
+    """Per test and start-up instructions of each mode (NO_SAMPLE_INTERVAL), and the suite
+    ratio at `tests` tests. Counted runs repeat to within ~0.2 M instructions."""
     found: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in COUNTED_SIZES:
             (Path(tmp) / str(size)).mkdir()
             (Path(tmp) / str(size) / "test_ms.py").write_text(SUITE.format(n=size))
-        native = min(cpu_s(Path(tmp) / str(large), []) for _ in range(3))
-        _, stretched = instructions(Path(tmp) / str(large), [])
-        interval = f"--profile-interval={0.01 * stretched / native:.3f}"
         for mode, args in MODES.items():
-            args = [*args, interval] if "--profile" in args else args
-            runs = {size: instructions(Path(tmp) / str(size), args)[0] for size in COUNTED_SIZES}
-            per_test = (runs[large] - runs[small]) / (large - small)
-            found[mode] = {"per_test": per_test, "startup": runs[small] - small * per_test}
+            args = [*args, NO_SAMPLE_INTERVAL] if "--profile" in args else args
+            runs = [instructions(Path(tmp) / str(size), args)[0] for size in COUNTED_SIZES]
+            fit = statistics.linear_regression(COUNTED_SIZES, runs)
+            found[mode] = {"per_test": fit.slope, "startup": fit.intercept}
     base = found[BASE]
     return {
         mode: {
@@ -262,16 +252,22 @@ def render(results: dict) -> str:
             "",
             "The last three columns count instructions instead (callgrind, the hash seed fixed, "
             "the same suite at "
-            f"{COUNTED_SIZES[0]} and {COUNTED_SIZES[1]} tests: their difference is the tests' "
-            "share, the rest the start-up's; the suite ratio is then the one at "
-            f"{results['tests']} tests). They do not depend on the other loads of the machine, "
-            "so they tell a change's effect where CPU time cannot; they leave out what costs "
-            "time without instructions (system calls' kernel side, cache misses), which CPU "
-            "time includes. The start-up column is the intercept of that line: what does not "
-            "grow linearly with the tests (the cyclic collector's full collections) lands in "
-            "it, so read it to within 30 M either way. Counted before 2026-11-27 with a random "
-            "hash seed, the per-test figures moved by ~100 k from run to run. The baseline: "
-            f"{counted['base_per_test'] / 1e6:.2f} M instructions a test.",
+            f"{', '.join(map(str, COUNTED_SIZES))} tests: the slope of a least-squares line "
+            "through the three counts is the tests' share, its intercept the start-up's; the "
+            f"suite ratio is then the one at {results['tests']} tests), taking no sample "
+            "(`--profile-interval=1000`: this suite's tests end long before an interval does, "
+            "and a sample that lands or not by timing under valgrind moved a count by millions "
+            "of instructions). They do not depend on the other loads of the machine, so they "
+            "tell a change's effect where CPU time cannot; they leave out what costs time "
+            "without instructions (system calls' kernel side, cache misses), which CPU time "
+            "includes. A count repeats to within 0.2 M instructions, yet the slope still carries "
+            "where the cyclic collector's full collections fall: read the per-test column to "
+            "within ~50 k (the installed-but-idle row, which runs no code of ours per test, "
+            "shows that error). Until the evening of "
+            "2026-11-27 two sizes (50 and 200) were counted with the interval stretched by a "
+            "timed factor: the per-test figures then moved by 100-150 k instructions from run "
+            "to run (226 k at 21:21 for a code that counts 337 k a test without samples). The "
+            f"baseline: {counted['base_per_test'] / 1e6:.2f} M instructions a test.",
         ]
     return "\n".join(
         [
@@ -314,6 +310,8 @@ def render(results: dict) -> str:
             TIME_WITHOUT_INSTRUCTIONS,
             "",
             LEANER_PATH,
+            "",
+            COLLECTOR_HELD_STILL,
             "",
         ]
     )
@@ -421,14 +419,25 @@ def main() -> None:
     parser.add_argument(
         "--no-instructions", action="store_true", help="skip the counts under callgrind (~2 min)"
     )
+    parser.add_argument(
+        "--recount",
+        action="store_true",
+        help="count the instructions again into --out's results, keeping their timed rounds "
+        "(the code must be the one they timed)",
+    )
     args = parser.parse_args()
-    results = measure(args.tests, args.rounds)
+    saved = args.out / "benchmarks-ms-suite.json"
+    if args.recount:
+        results = json.loads(saved.read_text())
+        args.tests = results["tests"]
+    else:
+        results = measure(args.tests, args.rounds)
     if not args.no_instructions and shutil.which("valgrind"):
         results["instructions"] = count(args.tests)
     elif not args.no_instructions:
         print("valgrind not found: instructions not counted")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "benchmarks-ms-suite.json").write_text(json.dumps(results, indent=1) + "\n")
+    saved.write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "benchmarks-ms-suite.md").write_text(render(results))
     print(render(results))
 

@@ -144,3 +144,35 @@ SESSION_FIXED_COST = (
     "allocation and copy pytest itself makes (about 3,000 Python object allocations and "
     "1,500 memcpy calls a trivial test)."
 )
+
+
+# Measured 2026-11-27 evening (in-process timers, trivial tests and this suite), not re-measured
+# by each run.
+COLLECTOR_HELD_STILL = (
+    "Where a test's time goes with the cyclic collector held still (2026-11-27 evening, this "
+    "VM). Timing the plugin's calls in place misled: a young collection runs at whichever "
+    "allocation crosses the collector's threshold, and in each test that is nearly the same "
+    "moment, when pytest holds the most objects, just before the call. It landed on the one "
+    "object `_reset_clocks` allocates (getrusage's result), which read 14-19 us a test for "
+    "3.7 us of work; with `gc.disable()` it read 3.7 us, and a copy that allocated once more "
+    "read 1.6 us with the collector on, the collection landing elsewhere. The setup phase "
+    "that read 10-15 us slower in profiled sessions was the same (equal bytecodes, equal "
+    "times with the collector off). Earlier per-call figures on this page may carry it. With "
+    "the collector off (3,000 trivial tests, CPU time of each test's runtest protocol): "
+    "pytest 324 us a test; CPU only +35 us, of which the call hook 23 us (the profiler's "
+    "start 12 us: the signal's three checks 3.0, the clocks 3.7, arming 1.2; its stop 7.8 us: "
+    "the last interval 3.9, disarming 1.2; the perf_budget markers 1.2, the re-run check "
+    "2.0) and the report's judging 2.3 us; full mode +57 us. The collector itself costs "
+    "little more: 26 net tracked allocations a test CPU only and 29 full, to plain pytest's "
+    "23. A floor for comparison: a plugin that only arms and disarms the timer around two "
+    "getrusage reads in a call wrapper, keeps a tuple and adds it to the report in a "
+    "makereport wrapper costs +12 to +22 us a test here. The start-up: an empty CPU-only "
+    "session imported 64 of the plugin's modules (18 ms of import time), and the "
+    "interpreter's exit, whose collections walk every object, took longer with them "
+    "(measured between the last atexit handler and the process's end: +15 to +25 ms over "
+    "plain pytest's 25-35 ms, noisy); since cff0f95 a session imports what its options use "
+    "(54 modules, 13 ms; counted, the empty session's extra fell from 163 M to 146 M "
+    "instructions CPU only and from 179 M to 174 M full). At 1,000 tests of 0.67 ms the "
+    "1.05x target leaves 44 ms for the start-up and every test together: the start-up "
+    "alone takes most of it."
+)
