@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import resource
 
+from ..core.after_fork import run_in_fork_child
+
 # Pages the resident set may grow between the peak's reset and the reading that checks it.
 MAXRSS_SLACK_PAGES = 16
 
@@ -19,8 +21,7 @@ def _count_fork() -> None:
     _forks += 1
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_count_fork)
+run_in_fork_child(_count_fork)
 
 
 def _maxrss() -> int:

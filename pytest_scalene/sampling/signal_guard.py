@@ -22,7 +22,6 @@ the wrappers; the sampler then leaves a timer it did not set running (sampling_t
 from __future__ import annotations
 
 import faulthandler
-import os
 import signal
 import sys
 import threading
@@ -33,6 +32,7 @@ from sys import _getframe
 from types import FrameType
 from typing import Any
 
+from ..core.after_fork import run_in_fork_child
 from .cpu_sampler import CpuSampler
 from .patches import Patches
 from .timers import python_handler, real_getitimer, real_setitimer, signal_name
@@ -157,5 +157,4 @@ def _after_fork_in_child() -> None:
         print(f"pytest-scalene: cleaning up after fork failed: {exc!r}", file=sys.stderr)
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+run_in_fork_child(_after_fork_in_child)

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..core.after_fork import run_in_fork_child
+
 ENV = "PYTEST_SCALENE_CHILD"  # JSON ChildSettings, set only while a profiled test runs
 RUNNING = ".running"
 # Long-lived helpers multiprocessing starts on first use: not the test's work, and they would
@@ -208,7 +210,7 @@ def install_fork_hook() -> None:
     global _hooks_installed
     if not _hooks_installed:
         _hooks_installed = True
-        os.register_at_fork(after_in_child=after_fork_in_child)
+        run_in_fork_child(after_fork_in_child)
 
 
 def _start(settings: ChildSettings, scope: Any = None) -> None:
