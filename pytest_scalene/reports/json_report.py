@@ -106,10 +106,10 @@ def _entry(nodeid: str, profile: TestProfile) -> str:
     return f"{json.dumps(nodeid)}: {json.dumps(test_to_dict(profile))}"
 
 
-def install(config: pytest.Config, session: SessionProfile, path: Path | None) -> None:
+def install(config: pytest.Config, session: SessionProfile, path: Path) -> None:
     """Checkpoint `path` before each test, except on xdist (a worker's profiles go to the
     controller; a worker that crashes is replaced and the controller writes the file)."""
-    if path is None or runenv.is_xdist_worker(config) or runenv.in_xdist_worker_process():
+    if runenv.is_xdist_worker(config) or runenv.in_xdist_worker_process():
         return
     if runenv.is_xdist_controller(config):
         return

@@ -391,10 +391,10 @@ _HANDLER_ADDRESSES = frozenset(
 
 def attach(profiler: Any, add_cleanup: Callable[[Callable[[], None]], None]) -> None:
     """Add the memory collector to `profiler` when the shim is active in this process, or note
-    once why memory columns are missing. `add_cleanup` (config.add_cleanup) unhooks at the end."""
+    once why memory columns are missing. `add_cleanup` (config.add_cleanup) unhooks at the end.
+    Called only where memory is profiled: a session with --profile-memory=no never imports
+    this module."""
     options = profiler.options
-    if options.memory == "no":
-        return
     if not runenv.shim_loaded():
         if options.enabled:
             reason = runenv.shim_problem() or "the allocator shim is not preloaded"
