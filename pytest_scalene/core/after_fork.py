@@ -4,7 +4,7 @@ them, and held weakly.
 A function registered there directly is referenced until the interpreter's very end, and
 with it its module's globals, past the point where the exit clears the modules: the exit's
 last collection then walked them all (+33 M instructions at the end of every profiling
-session, about a third of its start-up's). Held weakly, a module-level function goes with
+session, a quarter of its start-up's extra). Held weakly, a module-level function goes with
 its module, as it would without us."""
 
 from __future__ import annotations
