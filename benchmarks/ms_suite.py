@@ -15,7 +15,7 @@ within a round:
 Targets (issue 28): the suite <= 1.05x CPU only and <= 1.10x full; <= 0.5 ms per test; the
 start-up <= 0.05 s over pytest without the plugin.
 
-    .venv/bin/python benchmarks/ms_suite.py                 # 1000 tests, 5 rounds (~3 min)
+    .venv/bin/python benchmarks/ms_suite.py                 # 1000 tests, 5 rounds, counts: ~7 min
     .venv/bin/python benchmarks/ms_suite.py --tests 300 --rounds 3 --out build/ms
 Writes docs/benchmarks-ms-suite.md and .json (or under --out). With valgrind, the same suite's
 instructions are counted too (deterministic, for telling a change's effect on a noisy machine).
@@ -417,7 +417,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     parser.add_argument(
-        "--no-instructions", action="store_true", help="skip the counts under callgrind (~2 min)"
+        "--no-instructions",
+        action="store_true",
+        help="skip the counts under callgrind (~5 min: 3 sizes, 4 modes)",
     )
     parser.add_argument(
         "--recount",
