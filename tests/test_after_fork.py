@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +46,25 @@ def test_a_function_is_held_weakly():
     namespace.clear()  # its module's globals cleared, as the interpreter's exit does
     gc.collect()
     assert held() is None
+
+
+# In a fresh interpreter: every fork hook the plugin registers, whatever the session imports.
+REGISTERED = """
+import os
+found = []
+real = os.register_at_fork
+os.register_at_fork = lambda **hooks: found.extend(hooks.values()) or real(**hooks)
+import pytest_scalene.plugin, pytest_scalene.profiling_session
+from pytest_scalene.sampling import memory_sampler, signal_guard, resident
+from pytest_scalene.subprocesses import child_agent
+child_agent.install_fork_hook()
+print(sorted({f.__module__ for f in found if f.__module__.startswith("pytest_scalene")}))
+"""
+
+
+def test_the_plugin_registers_its_fork_hooks_through_one_weak_hook():
+    # A module-level function registered with os.register_at_fork directly keeps its module's
+    # globals until the interpreter's very end (the exit's last collection walked 274 modules).
+    done = subprocess.run([sys.executable, "-c", REGISTERED], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['pytest_scalene.core.after_fork']"
