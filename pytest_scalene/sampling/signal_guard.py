@@ -13,7 +13,7 @@ sampler keeps its signal from test to test; wrapping them per test cost 8 us a t
 - between tests (fixtures, other plugins, tests not profiled), the same claims make the sampler
   give the signal back first, and getsignal answers what was there before: the code sees what
   it would see unprofiled, and the next test takes the signal again, or a free one.
-A fork() child gives the signal back and never samples (os.register_at_fork): its copy of the
+A fork() child gives the signal back and never samples (core/after_fork.py): its copy of the
 profile is not reported, and an inherited handler would change what its own signals do.
 Code that bound these functions before the test (`from signal import setitimer`) bypasses
 the wrappers; the sampler then leaves a timer it did not set running (sampling_timers).

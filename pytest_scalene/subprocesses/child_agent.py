@@ -4,8 +4,9 @@ profiles itself and leaves its profile in the test's spool directory (child_prof
 How a child gets here:
 - a new interpreter (subprocess, multiprocessing spawn): the parent puts child_site/ first on
   PYTHONPATH; its sitecustomize.py calls `start_from_env()`, which reads the settings in ENV.
-- a fork() child (multiprocessing fork, os.fork): `after_fork_in_child()` (os.register_at_fork)
-  starts a new agent when the forking process was profiling a test at that moment.
+- a fork() child (multiprocessing fork, os.fork): `after_fork_in_child()` (a fork hook,
+  through core/after_fork.py) starts a new agent when the forking process was profiling a
+  test at that moment.
 The agent samples CPU (CpuSampler) and, when the allocator shim is in the process, memory
 (MemorySampler) into a fresh TestProfile: a fork child never reports the copy of its parent's
 profile, so nothing is charged twice. Its profile is written atomically when the process ends:
