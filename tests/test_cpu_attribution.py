@@ -18,6 +18,7 @@ from conftest import load_module
 from pytest_scalene.core.model import TestProfile
 from pytest_scalene.sampling.cpu_sampler import CpuSampler
 from pytest_scalene.sampling.scope import CodeScope, where_it_ran
+from pytest_scalene.sampling.signal_delay import SignalDelay
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="RESUME is 3.11+")
 
@@ -57,6 +58,7 @@ def test_small_functions_called_in_a_loop_charge_their_callers_not_their_def_lin
         module.calls(0.6)  # ~60 samples; before the fix the three defs took ~45% of them
     finally:
         sampler.stop()
+        sampler.close()  # the signal back: stop() keeps it for a next test
     by_line = {key.line: stats.cpu_s for key, stats in profile.lines.items()}
     total = sum(by_line.values())
     on_defs = sum(by_line.get(n, 0.0) for n in marked["DEF"])
@@ -118,14 +120,12 @@ def python_shares(intervals: list[tuple[float, float]]) -> list[float]:
     """The estimator's Python share of each interval, given (seconds before the timer expired,
     seconds from the expiry to the handler) per interval; the first interval follows a prompt
     handler (as after start())."""
-    sampler = CpuSampler(CodeScope("/nonexistent"), 0.01)
-    sampler._prompt_s = 0.5 * sampler.interval_s
-    shares, clock = [], [0.0]
-    sampler._timer_now = lambda: clock[0]  # type: ignore[method-assign]
+    split = SignalDelay(0.01, "cpu")
+    shares, clock = [], 0.0
     for before_expiry, delay in intervals:
-        sampler._timer_clock, sampler._until_expiry = clock[0], before_expiry
-        clock[0] += before_expiry + delay
-        shares.append(sampler._main_python_share(before_expiry + delay))
+        split.timer_clock, split.until_expiry = clock, before_expiry
+        clock += before_expiry + delay
+        shares.append(split.python_share(before_expiry + delay, clock))
     return shares
 
 
@@ -159,6 +159,7 @@ def test_a_handler_that_spent_its_time_in_the_kernel_leaves_no_negative_share(tm
         sampler._sample(sys._getframe())
     finally:
         sampler.stop()
+        sampler.close()  # the signal back: stop() keeps it for a next test
     figures = [(profile.cpu_python_s, profile.cpu_native_s, profile.cpu_system_s)]
     figures += [(s.cpu_python_s, s.cpu_native_s, s.cpu_system_s) for s in profile.lines.values()]
     assert profile.cpu_s > 0 and all(f >= 0 for row in figures for f in row), figures

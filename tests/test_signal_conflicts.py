@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_scalene.sampling import posix_timer
 from pytest_scalene.sampling import timers as sampling_timers
 
 SUITE = Path(__file__).parent / "data" / "signal_suite.py"
@@ -167,11 +168,11 @@ def _burn(seconds: float) -> None:
 
 def test_posix_cpu_timer_fires_on_cpu_time() -> None:
     signum = sampling_timers.free_realtime_signal()
-    if signum is None or sampling_timers._libc is None:
+    if signum is None or posix_timer.libc is None:
         pytest.skip("no free real-time signal or no timer_create here")
     ticks: list[int] = []
     old = signal.signal(signum, lambda s, f: ticks.append(s))
-    timer = sampling_timers.PosixTimer(sampling_timers.CLOCK_PROCESS_CPUTIME_ID, signum)
+    timer = posix_timer.PosixTimer(posix_timer.CLOCK_PROCESS_CPUTIME_ID, signum, "test")
     try:
         timer.arm(0.01)
         assert 0 < timer.until_expiry() <= 0.01
@@ -192,7 +193,7 @@ def test_posix_cpu_timer_fires_on_cpu_time() -> None:
 
 def test_c_level_handler_is_seen() -> None:
     """faulthandler.register is invisible to signal.getsignal, not to sigaction."""
-    if sampling_timers._libc is None:
+    if posix_timer.libc is None:
         pytest.skip("no libc sigaction through ctypes here")
     signum = signal.SIGUSR2
     assert signal.getsignal(signum) == signal.SIG_DFL
@@ -215,7 +216,7 @@ def test_running_interval_timer_is_busy() -> None:
         assert "interval timer is running" in (timer.busy() or "")
         chosen, reason = sampling_timers.choose("cpu", timer)
         with contextlib.closing(chosen):
-            assert isinstance(chosen, sampling_timers.PosixTimer)
+            assert isinstance(chosen, posix_timer.PosixTimer)
             assert reason and "sampled with a POSIX timer on SIGRT" in reason
     finally:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)

@@ -3,14 +3,8 @@
 Per signal, each thread is charged the CPU time it used since the last signal (its own thread
 CPU clock, so a blocked thread is never charged). The system part is the process's system share
 of that interval (getrusage). The rest is split into Python and native:
-- main thread: signal-delay inference. CPython runs the handler only between bytecodes, so the
-  time from the timer's expiry to the handler was spent where no bytecode ran: native code. The
-  expiry time is known from the timer's schedule (getitimer at the previous handler's exit), so
-  the delay is measured, not assumed. The stretch before the expiry is credited to Python in
-  proportion to the two ends that were observed: the previous handler and this one, each either
-  prompt (Python was running) or delayed (native was running). A pure-Python loop is all Python,
-  back-to-back native calls are all native, and a single switch in between is split evenly,
-  which is unbiased when switches fall uniformly.
+- main thread: signal-delay inference (signal_delay.py). CPython runs the handler only between
+  bytecodes, so the time from the timer's expiry to the handler was spent in native code.
 - other threads: `dis` on their current instruction: on a CALL means native, otherwise Python.
 - CPU time of threads Python does not know (BLAS and OpenMP pools) or that ended during the
   interval is the process's CPU time minus the threads' sum: native, charged to the main thread.
@@ -39,12 +33,12 @@ from ..core import extra_keys
 from ..core.model import LineKey, TestProfile
 from .call_sites import on_call
 from .scope import CodeScope, where_it_ran
+from .signal_delay import SignalDelay
 from .threads import current_frames, only_main_thread, thread_cpu
 from .timers import (
     IntervalTimer,
     SamplingTimer,
     choose,
-    keeping_c_handler,
     os_handler,
     python_trampoline,
     real_getsignal,
@@ -54,12 +48,6 @@ from .timers import (
 _siginterrupt = signal.siginterrupt
 
 CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_REAL, signal.SIGALRM)}
-# A handler later than this fraction of an interval after its timer expired was held back by
-# native code. CPU-time timers are checked on the scheduler tick, so even while bytecode runs a
-# signal can arrive up to one tick (1-10 ms by kernel, 4 ms measured here) late; wall timers are
-# late whenever the machine is busy. Half an interval clears both at the default 10 ms interval;
-# native calls shorter than that count as Python (documented in docs/cpu.md).
-PROMPT_FRACTION = 0.5
 
 
 class SampleListener(Protocol):
@@ -96,9 +84,8 @@ class CpuSampler:
         self._previous_handler: object = None
         self._main_ident = threading.main_thread().ident
         self._thread_clock: dict[int, float] = {}
-        self._user = self._system = self._wall = self._timer_clock = 0.0
-        self._until_expiry = 0.0  # timer-clock seconds from the last handler's exit to expiry
-        self._was_prompt = True
+        self._user = self._system = self._wall = 0.0
+        self._delay = SignalDelay(interval_s, clock)  # the main thread's Python/native split
         self._in_handler = False
         self._sampling_timer: SamplingTimer | None = None
         self.fallback_reason: str | None = None  # why the usual signal was not used
@@ -110,13 +97,21 @@ class CpuSampler:
         """Start sampling into `profile`. When the usual signal or timer is taken, a POSIX timer
         on a free real-time signal is used (sampling_timers); SignalBusy when neither works.
         The usual signal, once taken, is kept from test to test (five system calls and 10 us a
-        test): only its timer is armed and disarmed."""
+        test): only its timer is armed and disarmed, checked and armed in one call."""
+        timer = self._sampling_timer
+        if (
+            timer is self._usual_timer
+            and self._holds_signal
+            and real_getsignal(self.signum) == self._on_signal
+            and (reading := timer.begin(self.interval_s, self._kernel_handler)) is not None
+        ):
+            self._profile = profile
+            self._started(*reading)
+            return
         if not self._still_held():
             self._take_signal()
         timer = self._sampling_timer
         assert timer is not None
-        self._prompt_s = PROMPT_FRACTION * self.interval_s
-        self._was_prompt = True
         self._profile = profile
         try:
             timer.arm(self.interval_s)
@@ -124,7 +119,8 @@ class CpuSampler:
             self._profile = None
             self._release()
             raise SignalBusy(f"the sampler's timer failed: {exc}") from None
-        self._reset_clocks()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self._started(usage.ru_utime, usage.ru_stime, timer.until_expiry())
 
     def _take_signal(self) -> None:
         try:
@@ -152,6 +148,8 @@ class CpuSampler:
         elif os_handler(self.signum) != self._kernel_handler:
             # A C-level handler over ours: Python's table goes back to what was there before
             # (what getsignal shows unprofiled), the kernel keeps theirs.
+            from .posix_timer import keeping_c_handler  # ctypes, on this rare path only
+
             with keeping_c_handler(self.signum):
                 self._give_signal_back()
         elif self._usual_timer.running():
@@ -221,12 +219,16 @@ class CpuSampler:
             self._release()  # after an error, step_aside from another thread, or abandon()
             return
         timer = self._sampling_timer
-        if timer is not None:
+        main_only = frame is None and not self._thread_clock and only_main_thread(self._main_ident)
+        ended: tuple[float, float] | None = None
+        if timer is self._usual_timer and main_only:
+            ended = self._usual_timer.end()  # disarmed, and the clocks read, in one call
+        elif timer is not None:
             timer.disarm()
         self._in_handler = True  # a tick already pending must not sample a second time
         try:
-            if frame is None and not self._thread_clock and only_main_thread(self._main_ident):
-                self._final_main_only()
+            if main_only:
+                self._final_main_only(ended)
             else:
                 self._sample(frame, final=True)
         finally:
@@ -266,11 +268,12 @@ class CpuSampler:
         # ticks and by any CPU-time read: every caller reads getrusage or the thread clock first.
         return _clock_gettime(CLOCK_PROCESS_CPUTIME_ID) if self.clock == "cpu" else perf_counter()
 
-    def _reset_clocks(self) -> None:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        self._user, self._system, self._wall = usage.ru_utime, usage.ru_stime, perf_counter()
-        self._timer_clock = self._timer_now()
-        self._until_expiry = self._expiry()  # not the interval: Linux adds a tick (docs/cpu.md)
+    def _started(self, user: float, system: float, until_expiry: float) -> None:
+        """The clocks at the test's start, read right after the timer was armed: `until_expiry`
+        is the timer's first value, not the interval (Linux adds a tick, docs/cpu.md)."""
+        self._user, self._system, self._wall = user, system, perf_counter()
+        # The process's CPU clock is the sum getrusage reads (to the microsecond).
+        self._delay.restart(user + system if self.clock == "cpu" else self._wall, until_expiry)
         # The main thread alone (most tests) needs no baseline: it takes the CPU time no
         # thread's clock accounts for, and reading none saves 5 us a test.
         self._thread_clock = {}
@@ -284,8 +287,8 @@ class CpuSampler:
         spent = _clock_gettime(CLOCK_THREAD_CPUTIME_ID) - main_clock_at_entry
         self._user += spent
         self._wall = perf_counter()
-        self._timer_clock = self._timer_now()
-        self._until_expiry = self._expiry()
+        self._delay.timer_clock = self._timer_now()
+        self._delay.until_expiry = self._expiry()
         self._thread_clock[self._main_ident] = main_clock_at_entry + spent
 
     # -- the handler -------------------------------------------------------------------------
@@ -317,40 +320,30 @@ class CpuSampler:
             ordered.append((self._main_ident, None))
         return ordered
 
-    def _main_python_share(self, main_cpu: float) -> float:
-        """The main thread's Python share of the time since the last handler (module doc)."""
-        elapsed = self._timer_now() - self._timer_clock
-        if elapsed <= 0:
-            return 1.0
-        before_expiry = min(elapsed, self._until_expiry)
-        after_expiry = elapsed - before_expiry
-        # On the wall clock, only the part of the delay the main thread spent on a CPU can be
-        # native: on a busy machine it may also have waited for a core.
-        running = min(1.0, main_cpu / elapsed) if self.clock == "wall" else 1.0
-        prompt = after_expiry * running <= self._prompt_s
-        # A prompt handler's small delay is the kernel's delivery latency: bytecode was running.
-        python = before_expiry * (self._was_prompt + prompt) / 2 + after_expiry * prompt
-        self._was_prompt = prompt
-        return python / elapsed
-
-    def _final_main_only(self) -> None:
+    def _final_main_only(self, ended: tuple[float, float] | None) -> None:
         """_sample(None, final=True) where the main thread is the only one and has no clock
         baseline (no sample landed in the test: most short tests): it takes the process's
-        CPU time since the start, charged to no line (a third of the bytecodes)."""
+        CPU time since the start, charged to no line (a third of the bytecodes). `ended`:
+        the process's (user_s, system_s) read as the timer was disarmed, if it was."""
         profile = self._profile
         assert profile is not None
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        user = max(0.0, usage.ru_utime - self._user)
-        system = max(0.0, usage.ru_stime - self._system)
+        if ended is None:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            ended = usage.ru_utime, usage.ru_stime
+        user_now, system_now = ended
+        user = max(0.0, user_now - self._user)
+        system = max(0.0, system_now - self._system)
         used = user + system
         if used > 0:
-            python = user * self._main_python_share(used)
+            # The process's CPU clock is what getrusage sums (to the microsecond).
+            now = user_now + system_now if self.clock == "cpu" else perf_counter()
+            python = user * self._delay.python_share(used, now)
             profile.cpu_python_s += python
             profile.cpu_native_s += user - python
             profile.cpu_system_s += system
         for listener in self.listeners:
             listener.on_cpu_sample(profile, None, None, used)
-        self._user, self._system = usage.ru_utime, usage.ru_stime
+        self._user, self._system = user_now, system_now
 
     def _sample(self, main_frame: FrameType | None, final: bool = False) -> None:
         """Charge the time since the last sample; `final`: at stop(), with no interval after
@@ -393,7 +386,7 @@ class CpuSampler:
             cpu_system = used * system_share
             cpu_user = used - cpu_system
             if is_main:
-                python = cpu_user * self._main_python_share(used)
+                python = cpu_user * self._delay.python_share(used, self._timer_now())
                 native = cpu_user - python
             else:
                 native = cpu_user if frame is not None and on_call(frame) else 0.0
