@@ -28,6 +28,7 @@ from .config.history_options import HistoryOptions
 from .config.options import EXIT_UNJUDGED, GateOptions, ProfileOptions
 from .core import extra_keys, runenv
 from .core.outputs import Outputs
+from .gates.budgets import BUDGET_KEY
 from .gates.judging import Gates
 from .gates.pipeline import Judge, judge_report, unjudged_counts
 from .instructions import counts
@@ -65,8 +66,10 @@ class Run:
     history: History | None = None  # --profile-history
     unjudged: dict[str, int] | None = None  # per gate, once the session ends
     unjudged_status: int | None = None  # EXIT_UNJUDGED, when the run fails for them
-    benchmark: BenchmarkCalls = field(default_factory=BenchmarkCalls)  # the fixture's calls
+    benchmark: BenchmarkCalls = field(kw_only=True)  # the fixture's calls
     judges: list[Judge] = field(default_factory=list)  # every gate, in its verdicts' order
+    every_test: bool = True  # a judge may judge a test without a perf_budget marker
+    reruns: bool = True  # a test's first run may be followed by more (Gates.after_call)
 
 
 RUN_KEY = pytest.StashKey[Run]()
@@ -117,8 +120,8 @@ def start(config: pytest.Config, *, after_sessionstart: bool = False) -> Run:
         counts.InstructionCounts(config, profiler, gate_options.measure),  # valgrind, if needed
         Selection(config, profiler, gate_options),
         ab,
+        benchmark=BenchmarkCalls(profiler.collectors),  # a collector while a test uses it
     )
-    profiler.collectors.insert(0, run.benchmark)  # first in, last out: after memory's figures
     if run.selection.recorder is not None:  # records each profiled test's code map
         config.pluginmanager.register(run.selection, "pytest-scalene-selection")
     history = HistoryOptions.from_config(config)
@@ -150,6 +153,10 @@ def _check_session(run: Run) -> None:
     if run.history is not None:
         run.history.start()  # a bad URL or a foreign database stops the run before any test
     run.gates.check_session()  # usage errors, the baselines to compare with
+    # Decided once a session, for every test: most sessions (plain --profile) judge only tests
+    # with a perf_budget marker and run each test once.
+    run.every_test = any(judge.every_test for judge in run.judges)
+    run.reruns = run.gates.reruns(run.judges)
 
 
 def after_collection(session: pytest.Session, run: Run) -> None:
@@ -197,7 +204,8 @@ class SessionHooks:
                 result = yield
             finally:
                 run.profiler.stop_test(running)
-            gates.after_call(item, run.judges)  # --profile-repeat, confirmations
+            if run.reruns or running.profile.extra.get(extra_keys.HELD):
+                gates.after_call(item, run.judges)  # --profile-repeat, confirmations, leaks
             return result
         finally:
             run.benchmark.unwatch()
@@ -227,7 +235,8 @@ class SessionHooks:
         # runs: judging each one grew user_properties, which every later subtest report
         # copies (quadratic: 6000 subtests took 1.5 GB), and judged a half-run profile.
         if in_call and nodeid not in run.gates.in_call:
-            judge_report(run.judges, item, report, profile)  # a failed verdict fails the report
+            if run.every_test or BUDGET_KEY in item.stash:
+                judge_report(run.judges, item, report, profile)  # a failed verdict fails it
             run.gates.record_properties(item, profile)  # JUnit, with --junitxml
         return report
 

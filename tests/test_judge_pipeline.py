@@ -27,6 +27,7 @@ class FakeJudge:
     found: list[Verdict] = field(default_factory=list)
     error: Exception | None = None
     confirms_cpu: bool = False
+    every_test: bool = True
     asked: int = 0
     cannot_judge: dict[str, Unjudged] = field(default_factory=dict)  # by nodeid
 

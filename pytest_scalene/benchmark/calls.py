@@ -41,11 +41,13 @@ def per_call(profile: TestProfile, calls: int) -> None:
 
 
 class BenchmarkCalls:
-    """A profiler collector (sampling/profiler.py): counts the benchmarked calls of the watched
-    test and divides its profile by them at the end of each profiled run. Registered first, so
-    it stops last, after the memory sampler has added its figures."""
+    """A profiler collector (sampling/profiler.py) while it watches a test: counts the
+    benchmarked calls and divides the test's profile by them at the end of each profiled run.
+    First among `collectors` (the profiler's) while it watches, so it stops last, after the
+    memory sampler has added its figures; not among them otherwise (most tests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, collectors: list[Any]) -> None:
+        self._collectors = collectors
         self.count = 0
         self.watched: str | None = None  # the node id of the test whose fixture is wrapped
         self._fixture: Any = None
@@ -62,14 +64,19 @@ class BenchmarkCalls:
         fixture._scalene_calls = self
         if isinstance(fixture, Benchmark):  # ours: calls the function for long enough
             fixture.min_time_s = PROFILED_TIME_S
+        self._collectors.insert(0, self)
 
     def unwatch(self) -> None:
         """After the call phase and its re-runs: the fixture as it was."""
-        if self._fixture is not None and self._class is not None:
+        if self._fixture is None:
+            return
+        if self._class is not None:
             self._fixture.__class__ = self._class
             if isinstance(self._fixture, Benchmark):
                 self._fixture.min_time_s = 0.0
         self.watched = self._fixture = self._class = None
+        if self in self._collectors:
+            self._collectors.remove(self)
 
     def counted(self, function: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(function)

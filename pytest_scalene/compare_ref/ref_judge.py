@@ -174,6 +174,7 @@ class CompareRef:
 
     # -- the judge (gates/pipeline.py) ------------------------------------------------------------
     confirms_cpu = False  # its pairs of runs are its confirmation
+    every_test = True
 
     def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
         judged = verdict_of(self.results.get(item.nodeid) or {})

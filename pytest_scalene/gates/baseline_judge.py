@@ -64,6 +64,10 @@ class StoredBaselines:
     def confirms_cpu(self) -> bool:
         return self.options.compare and self.options.measure == "time"
 
+    @property
+    def every_test(self) -> bool:
+        return self.options.compare
+
     def load(self) -> None:
         """Usage errors before any test runs: no directory, or a file that cannot be read."""
         directory = self.options.baseline_dir

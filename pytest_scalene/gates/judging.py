@@ -47,6 +47,10 @@ class Budgets:
     def __init__(self, gates: Gates) -> None:
         self.gates = gates
 
+    @property
+    def every_test(self) -> bool:
+        return bool(self.gates.default_budget.limits)  # --profile-budget
+
     def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]:
         budget = budget_of(item).with_defaults(self.gates.default_budget)
         return check(budget, profile, self.gates.availability()) if budget.limits else []
@@ -118,6 +122,12 @@ class Gates:
             error = str(exc)
         if error is not None:
             pytest.fail(error, pytrace=False)  # the test does not run: its marker is wrong
+
+    def reruns(self, judges: list[Judge]) -> bool:
+        """Whether after_call may run a test again, whatever its profile: --profile-repeat, a
+        judge's CPU confirmation, a saved CPU time's machine probe."""
+        probing = self.options.save_baseline and self.options.measure == "time"
+        return self.options.repeat.more or probing or any(j.confirms_cpu for j in judges)
 
     def after_call(self, item: pytest.Item, judges: list[Judge]) -> None:
         """The first run is profiled: --profile-repeat's runs, then the CPU confirmation of the

@@ -36,6 +36,10 @@ class Judge(Protocol):
     figures are not those of a pass."""
 
     confirms_cpu: bool  # whether it asks for re-runs of a timed CPU regression
+    # Whether it may judge a test without a perf_budget marker. A session none of whose judges
+    # does (plain --profile) asks them about marked tests only: judging cost every test ~100
+    # bytecodes to find nothing to judge. Read once the session has started.
+    every_test: bool
 
     def verdicts(self, item: pytest.Item, profile: TestProfile) -> list[Verdict]: ...
 

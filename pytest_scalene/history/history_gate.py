@@ -88,6 +88,8 @@ class History:
     def confirms_cpu(self) -> bool:
         return self.options.compare
 
+    every_test = True  # every passed test gets the machine's speed for its record
+
     @staticmethod  # it reads the profile alone
     def unjudged(profile: TestProfile) -> Unjudged | None:
         found = profile.extra.get(extra_keys.HISTORY)

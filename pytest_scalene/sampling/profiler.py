@@ -73,8 +73,9 @@ class Profiler:
                 self.options.clock,
                 on_error=self._on_sampler_error,
             )
+            # The profiler's own list: attach() calls may add to it between tests.
+            self._sampler.listeners = self.listeners
             self._guard = SignalGuard(self._sampler, self._step_aside, self._patches.undo)
-        self._sampler.listeners = self.listeners  # attach() calls may add some between tests
         return self._sampler
 
     def _step_aside(self, reason: str) -> None:
@@ -105,8 +106,8 @@ class Profiler:
             profile = self.session.tests[nodeid] = TestProfile(nodeid)
             if not self._warmed_up:
                 profile.extra[extra_keys.WARM_UP] = True
-        self._warmed_up = True
-        sampler = self._session_sampler()
+                self._warmed_up = True
+        sampler = self._sampler or self._session_sampler()
         started: list[Collector] = []
         for collector in self.collectors:
             try:

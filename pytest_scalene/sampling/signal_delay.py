@@ -40,8 +40,8 @@ class SignalDelay:
         """The Python share of the main thread's `main_cpu` seconds since the last handler;
         `timer_now`: the timer's clock, read after the CPU times."""
         elapsed = timer_now - self.timer_clock
-        if elapsed <= 0:
-            return 1.0
+        if elapsed <= 0 or (self.was_prompt and elapsed <= self.until_expiry):
+            return 1.0  # since a prompt handler (or the start), before the expiry: bytecode ran
         before_expiry = min(elapsed, self.until_expiry)
         after_expiry = elapsed - before_expiry
         # On the wall clock, only the part of the delay the main thread spent on a CPU can be

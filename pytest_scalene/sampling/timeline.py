@@ -49,7 +49,7 @@ def reduce(
     if max_points < 2:
         raise ValueError(f"max_points must be >= 2, got {max_points}")
     if len(points) <= max_points:
-        return tuple((t, y) for t, y in points)
+        return tuple(map(tuple, points))  # type: ignore[arg-type]
     importance = _importance(points)
     ranked = sorted(range(len(points)), key=lambda i: importance[i], reverse=True)
     # A point split off further than its parent shares the parent's value: drop such a tie
