@@ -43,6 +43,7 @@ from ms_suite_notes import (
     LEANER_PATH,
     SESSION_FIXED_COST,
     TIME_WITHOUT_INSTRUCTIONS,
+    WHAT_IS_LEFT,
     WHERE_THE_TIME_GOES,
 )
 
@@ -312,6 +313,8 @@ def render(results: dict) -> str:
             LEANER_PATH,
             "",
             COLLECTOR_HELD_STILL,
+            "",
+            WHAT_IS_LEFT,
             "",
         ]
     )
