@@ -1,11 +1,22 @@
 import importlib.util
 import json
 import shutil
+import signal
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+
+@pytest.fixture
+def sigprof_restored():
+    """SIGPROF's handler as it was before the test: the A/B worker's line sampler installs its
+    own at start() (in a worker process, which never needs it back); left in this process, a
+    later test's CPU sampler found the signal taken and fell back to a POSIX timer."""
+    previous = signal.getsignal(signal.SIGPROF)
+    yield
+    signal.signal(signal.SIGPROF, previous)
 
 
 @pytest.fixture

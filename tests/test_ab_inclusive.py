@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import signal
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +23,9 @@ from pytest_scalene.compare_ref import (
     worker_sampler,
     workers,
 )
+
+# start() installs the line sampler's SIGPROF handler: later tests get theirs back.
+pytestmark = pytest.mark.usefixtures("sigprof_restored")
 
 PROJECT = """
 def inner(sample):
@@ -46,14 +48,6 @@ def project(tmp_path: Path) -> dict[str, Any]:
     namespace: dict[str, Any] = {}
     exec(compile(path.read_text(), str(path), "exec"), namespace)
     return namespace
-
-
-@pytest.fixture(autouse=True)
-def sigprof_restored() -> Any:
-    """start() installs the sampler's SIGPROF handler: the next tests get theirs back."""
-    previous = signal.getsignal(signal.SIGPROF)
-    yield
-    signal.signal(signal.SIGPROF, previous)
 
 
 def frame(code: Any, back: Any = None) -> Any:

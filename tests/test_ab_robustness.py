@@ -17,6 +17,9 @@ import pytest
 
 from pytest_scalene.compare_ref import ab_run, ab_statistic, pairs, worker, worker_sampler, workers
 
+# start() installs the line sampler's SIGPROF handler: later tests get theirs back.
+pytestmark = pytest.mark.usefixtures("sigprof_restored")
+
 
 def a_loop() -> int:
     total = 0
