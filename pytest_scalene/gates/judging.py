@@ -123,11 +123,15 @@ class Gates:
         if error is not None:
             pytest.fail(error, pytrace=False)  # the test does not run: its marker is wrong
 
+    @property
+    def _probing(self) -> bool:
+        """A saved CPU time keeps the machine's speed beside its runs (gates/machine_speed.py)."""
+        return self.options.save_baseline and self.options.measure == "time"
+
     def reruns(self, judges: list[Judge]) -> bool:
         """Whether after_call may run a test again, whatever its profile: --profile-repeat, a
         judge's CPU confirmation, a saved CPU time's machine probe."""
-        probing = self.options.save_baseline and self.options.measure == "time"
-        return self.options.repeat.more or probing or any(j.confirms_cpu for j in judges)
+        return self.options.repeat.more or self._probing or _confirming(judges)
 
     def after_call(self, item: pytest.Item, judges: list[Judge]) -> None:
         """The first run is profiled: --profile-repeat's runs, then the CPU confirmation of the
@@ -138,11 +142,10 @@ class Gates:
             return
         repeat = self.options.repeat
         more = repeat.more
-        confirming = any(judge.confirms_cpu for judge in judges)
+        confirming = _confirming(judges)
         if (more or confirming) and first_run_recorded_outcome(item):
             return  # a unittest skip or failure: its outcome comes with the report
-        # A saved CPU time keeps the machine's speed beside its runs (gates/machine_speed.py)
-        probing = self.options.save_baseline and self.options.measure == "time"
+        probing = self._probing
         if probing and not more:
             note_probe(profile)  # the first run is the figure
         if more:
@@ -239,3 +242,8 @@ def _marked(entry: TestEntry, profile: TestProfile, repeated: bool) -> TestEntry
     if not cold_first_call(profile, repeated):
         return entry
     return replace(entry, cpu={**entry.cpu, extra_keys.WARM_UP: 1.0})
+
+
+def _confirming(judges: list[Judge]) -> bool:
+    """Whether a judge asks for a timed CPU regression to be confirmed by running again."""
+    return any(judge.confirms_cpu for judge in judges)
