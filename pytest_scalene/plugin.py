@@ -93,7 +93,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if runenv.in_counting_session():
         return
     profiles = config.stash.get(PROFILES, False)
-    if not profiles and not any(i.get_closest_marker(runenv.MARKER) for i in session.items):
+    if not profiles and not any(
+        runenv.has_marker(i) and i.get_closest_marker(runenv.MARKER) for i in session.items
+    ):
         return  # a plain session: nothing of ours per test
     from . import profiling_session
 

@@ -39,6 +39,15 @@ BUDGET_OPTIONS = ("profile_budget",)
 _shim_problem: str | None = None
 
 
+def has_marker(item: Any) -> bool:
+    """Whether a perf_budget marker may apply to the pytest `item`. Its keywords hold the names
+    of its own markers and, through its parents' keywords, theirs (pytest adds a marker to both,
+    at collection and in add_marker): a few dict reads, where iter_markers walks the node chain
+    and each node's markers (16 k instructions a test, paid by every test of a suite). False
+    means no marker; True, a marker or a keyword of that name (iter_markers then tells)."""
+    return MARKER in item.keywords
+
+
 def interpreter() -> str:
     """The interpreter that instruction counts and code maps depend on: implementation, version
     and build. (The history's machine names major.minor only: timings compare across patches.)"""

@@ -24,6 +24,7 @@ import pytest
 
 from ..core import extra_keys
 from ..core.model import TestProfile, counted_calls
+from ..core.runenv import has_marker
 from ..gates.budgets import MARKER
 from ..sampling.profiler import Profiler
 
@@ -43,6 +44,8 @@ CALLGRIND_SLOWDOWN = 200
 
 
 def sets_instruction_budget(item: pytest.Item) -> bool:
+    if not has_marker(item):
+        return False
     return any("instructions" in mark.kwargs for mark in item.iter_markers(MARKER))
 
 

@@ -73,31 +73,34 @@ def _test_row(figure: str, nodeid: str, width: int) -> str:
     return prefix + shorten_id(nodeid, width - display_width(prefix))
 
 
-def _top_tests(tests: list[TestProfile], width: int) -> list[str]:
-    by_cpu = sorted((t for t in tests if t.cpu_s >= MIN_SHOWN), key=lambda t: -t.cpu_s)[:TOP]
+def _top(figures: list[tuple[float, TestProfile]]) -> list[tuple[float, TestProfile]]:
+    """The TOP largest figures of MIN_SHOWN or more, largest first (ties: the suite's order)."""
+    shown = [(figure, t) for figure, t in figures if figure >= MIN_SHOWN]
+    return sorted(shown, key=lambda ft: -ft[0])[:TOP]
+
+
+def _top_tests(tests: list[TestProfile], peaks: list[float], width: int) -> list[str]:
+    """`peaks`: each test's peak_of, in the order of `tests`."""
+    by_cpu = _top([(t.cpu_s, t) for t in tests])
     out = _ranked(
         "Top tests by CPU:",
-        [_test_row(f"{format_seconds(t.cpu_s):>10}", t.nodeid, width) for t in by_cpu],
+        [_test_row(f"{format_seconds(cpu):>10}", t.nodeid, width) for cpu, t in by_cpu],
     )
-    peaks = sorted(((peak_of(t), t) for t in tests), key=lambda pt: -pt[0])
     out += _ranked(
         "Top tests by peak memory:",
         [
             _test_row(f"{peak:7.1f} MB", t.nodeid, width)
-            for peak, t in peaks[:TOP]
-            if peak >= MIN_SHOWN
+            for peak, t in _top(list(zip(peaks, tests, strict=True)))
         ],
     )
-    gpu = sorted(
-        ((num(t.extra.get(extra_keys.GPU_PEAK_MB)), t) for t in tests), key=lambda pt: -pt[0]
-    )
+    gpu = [
+        (num(t.extra[extra_keys.GPU_PEAK_MB]), t)
+        for t in tests
+        if extra_keys.GPU_PEAK_MB in t.extra
+    ]
     out += _ranked(
         "Top tests by GPU memory:",
-        [
-            _test_row(f"{peak:7.0f} MB", t.nodeid, width)
-            for peak, t in gpu[:TOP]
-            if peak >= MIN_SHOWN
-        ],
+        [_test_row(f"{peak:7.0f} MB", t.nodeid, width) for peak, t in _top(gpu)],
     )
     return out
 
@@ -153,11 +156,16 @@ def _leaks(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
     """Each likely leak and held suspect with its test and line; lines retaining memory across
     the session's tests (a leak too thin to score in any one test)."""
     out: list[str] = []
-    for title, entries, describe in (
-        ("Likely leaks (grew again when the test ran again):", likely_leaks, describe_leak),
-        ("Held, not confirmed as leaks:", held, describe_held),
+    for title, key, entries, describe in (
+        (
+            "Likely leaks (grew again when the test ran again):",
+            extra_keys.LEAKS,
+            likely_leaks,
+            describe_leak,
+        ),
+        ("Held, not confirmed as leaks:", extra_keys.HELD, held, describe_held),
     ):
-        found = [(t.nodeid, entry) for t in tests for entry in entries(t.extra)]
+        found = [(t.nodeid, e) for t in tests if t.extra.get(key) for e in entries(t.extra)]
         rows: list[str] = []
         for nodeid, entry in found[:MAX_LISTED]:
             rows.append(INDENT + shorten_id(nodeid, width - len(INDENT)))
@@ -167,7 +175,8 @@ def _leaks(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
             rows.append(f"{INDENT}and {more} more (--profile-json lists them all)")
         out += _ranked(title, rows)
     retained = [
-        _retained_row(row, rootdir, width) for row in retained_lines(t.extra for t in tests)
+        _retained_row(row, rootdir, width)
+        for row in retained_lines(t.extra for t in tests if t.extra.get(extra_keys.RETAINED))
     ]
     return out + _ranked(
         f"Memory retained across tests (>= {SESSION_RETAINED_MB:g} MB at one line,"
@@ -224,12 +233,13 @@ def wants_details(config: Any) -> bool:
 
 def too_short(tests: list[TestProfile]) -> int:
     """Tests in which no sample landed on profiled code: they ran under one interval."""
-    return sum(1 for t in tests if not any(s.samples for s in t.lines.values()))
+    return sum(1 for t in tests if not t.lines or not any(s.samples for s in t.lines.values()))
 
 
 def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) -> str:
     tests = list(session.tests.values())
-    blocks = [session_line(tests, width)]
+    peaks = [peak_of(t) for t in tests]
+    blocks = [session_line(tests, width, peaks)]
     short = too_short(tests)
     if short:
         blocks.append(
@@ -245,7 +255,7 @@ def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) ->
             )
         )
     blocks += [
-        _top_tests(tests, width),
+        _top_tests(tests, peaks, width),
         _top_lines(tests, rootdir, width),
         _leaks(tests, rootdir, width),
         _failed_gates(tests, width),

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Protocol
 from ..config.options import ProfileOptions
 from ..core import extra_keys
 from ..core.model import SessionProfile, TestProfile
-from ..core.runenv import MARKER
+from ..core.runenv import MARKER, has_marker
 from .blocking_patches import BlockingPatches
 from .cpu_sampler import CpuSampler, SampleListener, SignalBusy
 from .scope import CodeScope
@@ -56,7 +56,7 @@ class Profiler:
         code map shows it unchanged, or a perf_budget marker on the test."""
         if self.options.enabled and (not self.not_measured or item.nodeid not in self.not_measured):
             return True  # before the marker: looking one up walks the test's parents
-        return item.get_closest_marker(MARKER) is not None
+        return has_marker(item) and item.get_closest_marker(MARKER) is not None
 
     def note(self, message: str) -> None:
         """A one-time remark for the report (why a metric is missing, a conflict...)."""

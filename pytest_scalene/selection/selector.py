@@ -16,7 +16,7 @@ import pytest
 
 from ..config.history_options import HistoryOptions
 from ..config.options import CODE_MAP_FILE, GateOptions
-from ..core.runenv import RECORD_ENV
+from ..core.runenv import RECORD_ENV, has_marker
 from ..gates.budgets import MARKER
 from ..sampling.profiler import Profiler
 
@@ -126,7 +126,7 @@ class Selection:
         try:
             for item in wanted:
                 why = why_measured(code_map, item.nodeid, trees)
-                if why is None and item.get_closest_marker(MARKER) is not None:
+                if why is None and has_marker(item) and item.get_closest_marker(MARKER) is not None:
                     why = "a perf_budget marker: always measured"
                 if why is None:
                     self.unchanged.append(item.nodeid)
