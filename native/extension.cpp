@@ -2,6 +2,7 @@
 #include <Python.h>
 #include <dlfcn.h>
 #include <signal.h>
+#include <time.h>
 
 #include <pybind11/pybind11.h>
 
@@ -161,6 +162,33 @@ py::list take_samples() {
   return out;
 }
 
+// A test's start in one call (the sampler's per-test cost was five calls into this module):
+// the samples lost so far, the footprint and the clock (time.monotonic_ns's), then arm().
+py::tuple begin_test(int64_t threshold, int64_t leak_step, int64_t copy_step, int signum) {
+  ShimApi* api = shim();
+  if (api->armed()) {
+    throw std::runtime_error("the allocator shim is already armed (pytest run inside pytest?)");
+  }
+  int64_t dropped = api->dropped();
+  int64_t footprint = api->footprint();
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  arm(threshold, leak_step, copy_step, signum);
+  return py::make_tuple(dropped, footprint, int64_t(now.tv_sec) * 1000000000 + now.tv_nsec);
+}
+
+// A test's end in one call: disarm(), then the clock, the samples, the footprint, the peak
+// since arm() and the samples lost so far, all read before Python allocates again.
+py::tuple end_test() {
+  ShimApi* api = shim();
+  api->disarm();
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  py::list samples = take_samples();
+  return py::make_tuple(int64_t(now.tv_sec) * 1000000000 + now.tv_nsec, samples,
+                        api->footprint(), api->peak(), api->dropped());
+}
+
 }  // namespace
 
 // A new list from the C side, or its Python exception raised (NULL).
@@ -181,6 +209,12 @@ PYBIND11_MODULE(_native, m) {
         py::arg("signum"),
         "Start sampling; samples raise `signum` (whose current handler must stay installed).");
   m.def("disarm", []() { shim()->disarm(); }, "Stop sampling; no signal is raised after it.");
+  m.def("begin_test", &begin_test, py::arg("threshold"), py::arg("leak_step"),
+        py::arg("copy_step"), py::arg("signum"),
+        "A test's start: (dropped, footprint, monotonic_ns) read, then arm(); RuntimeError "
+        "where the shim is already armed.");
+  m.def("end_test", &end_test,
+        "A test's end: disarm(), then (monotonic_ns, samples, footprint, peak, dropped).");
   m.def("armed", []() { return shim()->armed() != 0; });
   m.def("take_samples", &take_samples,
         "Pending samples: (kind, tracked_id, footprint, alloc_bytes, free_bytes, python_bytes, "

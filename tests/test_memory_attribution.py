@@ -180,11 +180,11 @@ kept = []
 drain = memory_sampler.MemorySampler._drain
 
 
-def drain_and_allocate(self, frame):
+def drain_and_allocate(self, frame, *samples):
     if frame is not None and not kept:
         kept.append("once")  # first: the handler runs again within itself, at the next call
         kept.append(bytearray(3 << 20))
-    drain(self, frame)
+    drain(self, frame, *samples)
 
 
 memory_sampler.MemorySampler._drain = drain_and_allocate
@@ -225,10 +225,10 @@ kept = []
 drain = memory_sampler.MemorySampler._drain
 
 
-def drain_and_allocate(self, frame):
+def drain_and_allocate(self, frame, *samples):
     if frame is not None:
         kept.append(bytearray(3 << 20))
-    drain(self, frame)
+    drain(self, frame, *samples)
 
 
 memory_sampler.MemorySampler._drain = drain_and_allocate

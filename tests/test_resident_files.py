@@ -4,6 +4,7 @@ fork child must read its own, not the parent's through the descriptors it inheri
 from __future__ import annotations
 
 import os
+import resource
 import sys
 
 import pytest
@@ -39,7 +40,18 @@ def test_the_peak_is_the_tests_and_is_reset_at_each_start():
 def test_the_peak_comes_from_proc_when_getrusage_holds_an_older_mark(monkeypatch):
     # ru_maxrss is the larger of the reset mark and the one recorded at exec (a big parent):
     # above the resident set at the reset, it cannot tell the test's peak.
-    monkeypatch.setattr(resident_module, "_maxrss", lambda: 1 << 50)
+    real = resident_module.calls
+
+    class OlderMark:  # the C reads, with ru_maxrss far above the test's resident set
+        @staticmethod
+        def start(*fds: int) -> tuple[bool, int | None, int]:
+            reset, resident, _maxrss = real.start(*fds)
+            return reset, resident, 1 << 50
+
+        resident = staticmethod(real.resident)
+        maxrss = staticmethod(lambda: 1 << 50)
+
+    monkeypatch.setattr(resident_module, "calls", OlderMark)
     resident = Resident()
     resident.start()
     block = _touch(64)
@@ -67,3 +79,31 @@ def test_a_fork_child_reads_its_own_resident_set():
     os.close(read)
     os.waitpid(pid, 0)
     assert child >= 60 * MB, child  # through the parent's files it read the parent: ~0
+
+
+def test_the_c_reads_match_proc_and_getrusage():
+    calls = resident_module.calls
+    page = os.sysconf("SC_PAGE_SIZE")
+    statm = os.open("/proc/self/statm", os.O_RDONLY)
+    clear_refs = os.open("/proc/self/clear_refs", os.O_WRONLY)
+    try:
+        block = _touch(32)  # the resident size moves by far more than the reads' own pages
+        with open("/proc/self/statm") as text:
+            expected = int(text.read().split()[1]) * page
+        reset, resident, maxrss = calls.start(clear_refs, statm, page)
+        assert reset is True
+        assert resident is not None and abs(resident - expected) < 4 * MB, (resident, expected)
+        del block
+        now = calls.resident(statm, page)
+        assert now is not None and now < resident - 24 * MB, (now, resident)
+        # The high-water mark holds the 32 MB (the kernel syncs its counters lazily: a page's
+        # slack), and is getrusage's figure in bytes.
+        assert calls.maxrss() >= resident - MB
+        assert calls.maxrss() // 1024 == resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    finally:
+        os.close(statm)
+        os.close(clear_refs)
+    # Files that could not be opened (-1): no reset and no reading, said as such.
+    reset, resident, maxrss = calls.start(-1, -1, page)
+    assert (reset, resident) == (False, None) and maxrss > 0
+    assert calls.resident(-1, page) is None

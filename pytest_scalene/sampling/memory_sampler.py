@@ -19,7 +19,6 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -117,33 +116,31 @@ class MemorySampler:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start_test(self, profile: TestProfile) -> None:
-        native = self.native
-        if native.armed():
-            raise RuntimeError("the allocator shim is already armed (pytest run inside pytest?)")
         if not self._holds_signal():
             self._take_signal()
         self._reset()
-        self._dropped = native.dropped()
-        self._start_footprint = footprint = native.footprint()
-        self._next_leak_step = footprint + self.leak_step
         self._resident.start()
-        self._start_ns = time.monotonic_ns()
-        native.arm(self.threshold, self.track_step, self.copy_step, self.signum)
+        # One call reads what the test starts from and arms the shim (RuntimeError where it is
+        # armed already: pytest run inside a profiled test).
+        self._dropped, footprint, self._start_ns = self.native.begin_test(
+            self.threshold, self.track_step, self.copy_step, self.signum
+        )
+        self._start_footprint = footprint
+        self._next_leak_step = footprint + self.leak_step
         self._active = True
 
     def stop_test(self, profile: TestProfile) -> None:
         if not self._active:
             return
         self._active = False
-        self.native.disarm()
-        elapsed_s = (time.monotonic_ns() - self._start_ns) / 1e9
+        end_ns, samples, end_footprint, peak, dropped = self.native.end_test()
         try:
-            self._drain(_getframe(1))
-            self._finish(profile, elapsed_s)
+            self._drain(_getframe(1), samples)
+            self._finish(profile, (end_ns - self._start_ns) / 1e9, end_footprint, peak)
         finally:
-            dropped = self.native.dropped() - self._dropped
-            if dropped:
-                self.note(f"{dropped} memory samples were lost (out of memory for the buffer)")
+            if dropped > self._dropped:
+                lost = dropped - self._dropped
+                self.note(f"{lost} memory samples were lost (out of memory for the buffer)")
 
     # The signal is kept from the first test to the session's end (five system calls a test);
     # a test that left its own handler on it keeps it, and the next test takes a free one.
@@ -193,8 +190,10 @@ class MemorySampler:
         finally:
             self._draining = False
 
-    def _drain(self, main_frame: FrameType | None) -> None:
-        samples = self.native.take_samples()
+    def _drain(self, main_frame: FrameType | None, samples: list[Any] | None = None) -> None:
+        """The shim's samples (taken now, unless given) into the test's lines and timeline."""
+        if samples is None:
+            samples = self.native.take_samples()
         if not samples:
             return
         frames: dict[int, FrameType] | None = None
@@ -319,13 +318,13 @@ class MemorySampler:
         return None, whole
 
     # -- results -----------------------------------------------------------------------------
-    def _finish(self, profile: TestProfile, elapsed_s: float) -> None:
-        native = self.native
+    def _finish(self, profile: TestProfile, elapsed_s: float, end_fp: int, peak: int) -> None:
+        """The test's figures: `end_fp` and `peak`, the shim's footprint and peak at its end."""
         test = profile.extra
-        start_fp, end_fp = self._start_footprint, native.footprint()
+        start_fp = self._start_footprint
         points = self._points
         points.append((elapsed_s, (end_fp - start_fp) / MB))
-        test[extra_keys.PEAK_MB] = max(0.0, (native.peak() - start_fp) / MB)
+        test[extra_keys.PEAK_MB] = max(0.0, (peak - start_fp) / MB)
         test[extra_keys.ALLOC_MB] = max(0.0, self._grown / MB)
         copied_mb = test[extra_keys.COPY_MB] = self._copied / MB
         test[extra_keys.COPY_MB_S] = copied_mb / elapsed_s if elapsed_s > 0 else 0.0
@@ -338,6 +337,7 @@ class MemorySampler:
             # Empty tuples, not lists: no object the cyclic collector walks for every test.
             test[extra_keys.RETAINED] = test[extra_keys.LEAKS] = test[extra_keys.HELD] = ()
             return
+        native = self.native
         evidence = []
         held: dict[LineKey, int] = {}
         for key, line in self._lines.items():

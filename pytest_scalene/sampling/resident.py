@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import resource
 
+from .. import _resident_calls as calls  # type: ignore[attr-defined]
 from ..core.after_fork import run_in_fork_child
 
 # Pages the resident set may grow between the peak's reset and the reading that checks it.
@@ -24,10 +24,6 @@ def _count_fork() -> None:
 run_in_fork_child(_count_fork)
 
 
-def _maxrss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 class Resident:
     """The process's resident set (RSS) from /proc: its peak growth over a test, exactly, from
     the kernel's high-water mark (reset per test through /proc/self/clear_refs; read as
@@ -38,6 +34,7 @@ class Resident:
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._files: dict[str, int] = {}  # /proc/self/<name> -> its descriptor, kept open
         self._forks = -1
+        self._clear_refs = self._statm = -1  # the two files of every test: -1, not open
         self._base: int | None = None
         self._last = 0
         self._peak = 0
@@ -46,29 +43,31 @@ class Resident:
 
     def _file(self, name: str, flags: int) -> int:
         """The descriptor of /proc/self/`name`, opened once (a test's start and end read and
-        write these files: opening them each time was 30 us a test of the per-test cost);
-        a fork child opens its own, since /proc/self resolved to its parent's."""
+        write these files: opening them each time was 30 us a test of the per-test cost), -1
+        where it cannot be; a fork child opens its own, since /proc/self resolved to its
+        parent's."""
         if self._forks != _forks:
             self._files, self._forks = {}, _forks
         found = self._files.get(name)
         if found is None:
-            found = self._files[name] = os.open(f"/proc/self/{name}", flags | os.O_CLOEXEC)
+            try:
+                found = os.open(f"/proc/self/{name}", flags | os.O_CLOEXEC)
+            except OSError:
+                found = -1
+            self._files[name] = found
         return found
 
-    def _now(self) -> int | None:
-        try:
-            statm = os.pread(self._file("statm", os.O_RDONLY), 128, 0)
-            return int(statm.split()[1]) * self._page
-        except (OSError, ValueError, IndexError):
-            return None
+    def _open_per_test_files(self) -> None:
+        """clear_refs and statm, opened at the first test and again in a fork child."""
+        self._clear_refs = self._file("clear_refs", os.O_WRONLY)
+        self._statm = self._file("statm", os.O_RDONLY)
 
     def start(self) -> None:
-        try:  # "5": reset the peak resident size to the current one (Linux >= 4.0)
-            os.pwrite(self._file("clear_refs", os.O_WRONLY), b"5", 0)
-            self._hwm_reset = True
-        except OSError:
-            self._hwm_reset = False
-        self._base = self._now()
+        if self._forks != _forks:
+            self._open_per_test_files()
+        # "5" resets the peak resident size to the current one (Linux >= 4.0); one C call
+        # (native/resident_calls.c) then reads the resident size and getrusage's ru_maxrss.
+        self._hwm_reset, self._base, maxrss = calls.start(self._clear_refs, self._statm, self._page)
         self._last = self._peak = self._base or 0
         # getrusage's ru_maxrss reads the same high-water mark as VmHWM, for 1 us instead of the
         # 9 us of generating /proc/self/status, but it is the larger of that mark and the one
@@ -76,12 +75,14 @@ class Resident:
         self._maxrss_tracks = (
             self._hwm_reset
             and self._base is not None
-            and _maxrss() <= self._base + MAXRSS_SLACK_PAGES * self._page
+            and maxrss <= self._base + MAXRSS_SLACK_PAGES * self._page
         )
 
     def step(self) -> int:
         """Resident bytes gained (or lost: negative) since the last call."""
-        now = self._now()
+        if self._forks != _forks:  # a fork child, before its first test's start
+            self._open_per_test_files()
+        now = calls.resident(self._statm, self._page)
         if now is None:
             return 0
         grown, self._last = now - self._last, now
@@ -92,7 +93,7 @@ class Resident:
         if self._base is None:
             return None
         if self._maxrss_tracks:  # the exact mark: above every reading step() could take
-            return max(self._peak, _maxrss()) - self._base
+            return max(self._peak, calls.maxrss()) - self._base
         self.step()
         peak = self._peak
         if self._hwm_reset:
