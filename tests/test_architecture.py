@@ -22,7 +22,8 @@ LAYERS = (
     ("plugin", "profiling_session", "cli"),  # the entry points: pytest's hooks, the command line
 )
 MAX_LINES = 420  # "about 400"
-EXTENSIONS = {"_native", "_callgrind", "_timer_calls", "_resident_calls"}  # built by CMake, at the top of the package
+# Built by CMake, at the top of the package.
+EXTENSIONS = {"_native", "_callgrind", "_timer_calls", "_resident_calls"}
 
 
 def modules() -> dict[str, Path]:
