@@ -36,7 +36,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(
-    early_config: pytest.Config, parser: pytest.Parser
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Generator[None, None, None]:
     # Outermost, before capture starts and conftests load: may re-execute pytest with the
     # allocator shim preloaded (see sampling/preload.py).
@@ -50,7 +50,7 @@ def pytest_load_initial_conftests(
     result = yield
     # pytest-benchmark's options where it is not installed; after the conftests, whose own
     # options of those names win.
-    benchmark_fixture.add_options(parser, early_config.pluginmanager)
+    benchmark_fixture.add_options(parser, early_config.pluginmanager, args)
     return result
 
 

@@ -307,6 +307,20 @@ def test_the_stand_in_takes_pytest_benchmarks_options(pytester):
     )
 
 
+def test_the_stand_ins_options_are_added_only_where_the_command_line_names_one(pytester):
+    # Adding them cost every session 2.5 ms: only a command line (or addopts) that gives one,
+    # or asks for help, has them; the others read their defaults.
+    plain = pytester.parseconfig(*NO_BENCHMARK)
+    assert not hasattr(plain.option, "benchmark_skip")
+    assert plain.getoption("benchmark_skip", False) is False
+    named = pytester.parseconfig(*NO_BENCHMARK, "--benchmark-skip")
+    assert named.option.benchmark_skip is True and named.option.benchmark_only is False
+    pytester.makeini("[pytest]\naddopts = --benchmark-disable\n")
+    assert pytester.parseconfig(*NO_BENCHMARK).option.benchmark_disable is True
+    helped = pytester.runpytest_subprocess(*NO_BENCHMARK, "--help")
+    helped.stdout.fnmatch_lines(["*--benchmark-only*skip the other tests*"])
+
+
 def test_pytest_benchmarks_storage_and_compare_work_under_the_profiler(pytester):
     suite(pytester)
     flags = ("-p", "no:cacheprovider", "--profile", "--benchmark-storage=file://store")

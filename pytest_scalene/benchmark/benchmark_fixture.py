@@ -135,9 +135,15 @@ def benchmark(request: pytest.FixtureRequest) -> Benchmark:
     return Benchmark(request.node.name)
 
 
-def add_options(parser: pytest.Parser, plugins: pytest.PytestPluginManager) -> None:
-    """pytest-benchmark's options, where it will not add them itself; an option a conftest or
-    another plugin already has (a project's own --benchmark-only) stays theirs."""
+def add_options(
+    parser: pytest.Parser, plugins: pytest.PytestPluginManager, args: list[str]
+) -> None:
+    """pytest-benchmark's options, where it will not add them itself and `args` (the command
+    line with addopts and PYTEST_ADDOPTS) give one or ask for help; an option a conftest or
+    another plugin already has (a project's own --benchmark-only) stays theirs. Adding the 35
+    of them cost every session 2.5 ms (pytest checks each new option against all the others)."""
+    if not any(arg.startswith("--benchmark-") or arg in ("-h", "--help") for arg in args):
+        return  # read with their defaults (getoption's), as without pytest-benchmark
     if importlib.util.find_spec("pytest_benchmark") and not plugins.is_blocked(PROVIDERS[0]):
         return
     group = parser.getgroup("benchmark", "pytest-benchmark's options (pytest-scalene's stand-in)")

@@ -341,9 +341,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(
-    early_config: pytest.Config, parser: pytest.Parser
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Generator[None, None, None]:
     result = yield
     # pytest-benchmark's options where it is not installed, after the conftests' own
-    stand_in.add_options(parser, early_config.pluginmanager)
+    stand_in.add_options(parser, early_config.pluginmanager, args)
     return result
