@@ -6,6 +6,8 @@ perf_budget marker among its tests) builds no profiler and runs no hook of ours 
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 # Checked from inside a session: which of the plugin's modules it imported, and how.
@@ -119,3 +121,27 @@ def test_a_marker_found_at_collection_profiles_the_session(pytester: pytest.Pyte
     pytester.makepyfile(test_plain=PLAIN.replace("assert not", "assert"))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--profile", "test_plain.py")
     result.assert_outcomes(passed=1)
+
+
+# A CPU-only session on a machine without the NVIDIA driver: the GPU is looked for (pynvml is
+# installed with the test extras) through _ctypes alone; ctypes' import cost every session 2 ms.
+GPU_LOOKED_FOR = """
+import sys
+
+def test_first():
+    pass
+
+def test_no_ctypes():
+    assert "ctypes" not in sys.modules
+"""
+
+
+def test_a_cpu_only_session_looks_for_the_gpu_without_ctypes(pytester: pytest.Pytester):
+    if importlib.util.find_spec("pynvml") is None:
+        pytest.skip("pynvml is not installed: the GPU is not looked for")
+    pytester.makepyfile(test_cpu_only=GPU_LOOKED_FOR)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--profile", "--profile-memory=no", "-p", "no:benchmark"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*GPU columns absent*"])
