@@ -40,3 +40,15 @@ def test_locate_walks_out_of_library_frames(tmp_path):
     key, first = scope.locate(frame)
     assert key.file == "test_scope.py" and key.function == "test_locate_walks_out_of_library_frames"
     assert first == frame.f_code.co_firstlineno
+
+
+@pytest.mark.parametrize("name", ["stdlib", "platstdlib", "purelib", "platlib"])
+def test_each_of_sysconfigs_library_paths_is_a_library_under_any_rootdir(name):
+    # The scope finds the libraries without sysconfig (1.7 ms a session): each of its paths
+    # is still a library where the project's rootdir contains it (a venv in the project, /).
+    import sysconfig
+
+    path = os.path.realpath(sysconfig.get_paths()[name])
+    scope = CodeScope(os.path.dirname(path))
+    assert scope.relative_name(os.path.join(path, "some_module.py")) is None
+    assert CodeScope("/").relative_name(os.path.join(path, "some_module.py")) is None

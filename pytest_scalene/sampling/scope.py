@@ -13,7 +13,6 @@ from __future__ import annotations
 import dis
 import os
 import sys
-import sysconfig
 from collections.abc import Iterable
 from fnmatch import fnmatch
 from pathlib import Path
@@ -25,12 +24,10 @@ _PLUGIN_DIR = str(Path(__file__).resolve().parent.parent)  # the whole package
 
 
 def _library_roots() -> tuple[str, ...]:
-    roots = set()
-    paths = sysconfig.get_paths()  # computed afresh at each call
-    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
-        path = paths.get(name)
-        if path:
-            roots.add(os.path.realpath(path))
+    # The standard library is where `os` is (C modules' lib-dynload sits in it); sysconfig's
+    # paths (1.7 ms a session to compute) name nothing beyond it, the site-packages on sys.path
+    # and the prefixes, in venvs, distributions' and source builds' layouts alike.
+    roots = {os.path.realpath(os.path.dirname(os.__file__))}
     for path in sys.path:
         if "site-packages" in path or "dist-packages" in path:
             roots.add(os.path.realpath(path))
