@@ -41,6 +41,7 @@ import alternate
 from ms_suite_notes import (
     COLLECTOR_HELD_STILL,
     LEANER_PATH,
+    OUTSIDE_THE_CALL,
     SESSION_FIXED_COST,
     TIME_WITHOUT_INSTRUCTIONS,
     WHAT_IS_LEFT,
@@ -315,6 +316,8 @@ def render(results: dict) -> str:
             COLLECTOR_HELD_STILL,
             "",
             WHAT_IS_LEFT,
+            "",
+            OUTSIDE_THE_CALL,
             "",
         ]
     )
