@@ -184,3 +184,33 @@ def test_in_an_xdist_worker(pytester, monkeypatch, grab_library):
     )
     result.assert_outcomes(passed=4)
     _check(json.loads(out.read_text())["tests"], path)
+
+
+NESTED = """
+import pytest
+
+
+def test_outer():
+    assert pytest.main(["-q", "-p", "no:cacheprovider", "--profile", "inner/test_in.py"]) == 0
+"""
+
+
+def test_a_session_inside_a_profiled_test(pytester):
+    """pytest.main() inside a profiled test: the shim is the outer session's, so the inner one
+    profiles CPU only and says why; the outer test passes with its memory profile, which holds
+    the inner test's allocation at its line."""
+    pytester.mkdir("inner")
+    (pytester.path / "inner" / "test_in.py").write_text(
+        "def test_inner():\n    block = bytearray(24 << 20)  # ALLOCATE\n    assert len(block)\n"
+    )
+    pytester.makepyfile(test_outer=NESTED)
+    out = pytester.path / "outer.json"
+    result = pytester.runpytest_subprocess(
+        "test_outer.py", "-s", "-p", "no:cacheprovider", "--profile", f"--profile-json={out}"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*MemorySampler failed to start*the allocator shim is already*"])
+    outer = json.loads(out.read_text())["tests"]["test_outer.py::test_outer"]
+    assert outer["outcome"] == "passed"
+    line = line_at(outer, pytester.path / "inner" / "test_in.py", "# ALLOCATE")
+    assert line["alloc_mb"] >= 20, line
