@@ -177,16 +177,19 @@ py::tuple begin_test(int64_t threshold, int64_t leak_step, int64_t copy_step, in
   return py::make_tuple(dropped, footprint, int64_t(now.tv_sec) * 1000000000 + now.tv_nsec);
 }
 
-// A test's end in one call: disarm(), then the clock, the samples, the footprint, the peak
-// since arm() and the samples lost so far, all read before Python allocates again.
+// A test's end in one call: disarm(), then the clock, the footprint, the peak since arm() and
+// the samples lost so far, read before the samples become Python objects (which allocate).
 py::tuple end_test() {
   ShimApi* api = shim();
   api->disarm();
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
+  int64_t footprint = api->footprint();
+  int64_t peak = api->peak();
+  int64_t dropped = api->dropped();
   py::list samples = take_samples();
-  return py::make_tuple(int64_t(now.tv_sec) * 1000000000 + now.tv_nsec, samples,
-                        api->footprint(), api->peak(), api->dropped());
+  return py::make_tuple(int64_t(now.tv_sec) * 1000000000 + now.tv_nsec, samples, footprint,
+                        peak, dropped);
 }
 
 }  // namespace

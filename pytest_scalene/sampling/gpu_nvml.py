@@ -237,8 +237,10 @@ def _import_pynvml() -> ModuleType:
         if sys.platform.startswith("linux"):
             # What pynvml loads, as ctypes.CDLL loads it; cheap where it is missing. _ctypes
             # alone: importing ctypes took every profiling session 2 ms, _ctypes 0.7 ms.
-            import _ctypes
-
+            try:
+                import _ctypes
+            except ImportError:  # an interpreter built without ctypes: pynvml needs it too
+                raise GpuUnavailable("this Python has no ctypes, which pynvml needs") from None
             try:
                 _ctypes.dlopen(LIBRARY, os.RTLD_NOW | os.RTLD_LOCAL)
             except OSError:
