@@ -20,12 +20,14 @@ import pytest
 
 from .benchmark import benchmark_fixture
 from .config import ini_options, option_errors
-from .config.options import add_options
+from .config.options import EXIT_UNJUDGED, add_options
 from .core import runenv
 from .gates.memory_need import selected_need_memory
 from .sampling import preload
 
 PROFILES = pytest.StashKey[bool]()  # the session profiles: profiling_session.start() ran
+# Tests that got a perf_budget marker only while they ran, in a session that did not profile
+LATE_MARKED = pytest.StashKey[list[str]]()
 
 
 # -- start-up ------------------------------------------------------------------------------------
@@ -105,3 +107,46 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         run = profiling_session.start(config, after_sessionstart=True)
         config.stash[PROFILES] = True
     profiling_session.after_collection(session, run)
+
+
+# -- a marker that came too late -----------------------------------------------------------------
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A perf_budget marker added while the tests ran (a fixture's add_marker), in a session
+    that found none at collection and had no option of ours, so did not profile: that budget
+    was never judged, and the run must not pass as if it had been. (With any option of ours
+    the session profiles, and judges such a test.)"""
+    config = session.config
+    if config.stash.get(PROFILES, False) or runenv.in_counting_session():
+        return
+    marked = [
+        item.nodeid
+        for item in getattr(session, "items", ())  # absent where collection did not finish
+        if runenv.has_marker(item) and item.get_closest_marker(runenv.MARKER)
+    ]
+    if not marked:
+        return
+    config.stash[LATE_MARKED] = marked
+    if session.exitstatus == 0:
+        session.exitstatus = EXIT_UNJUDGED
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    marked = config.stash.get(LATE_MARKED, [])
+    if not marked:
+        return
+    terminalreporter.write_sep("-", "pytest-scalene: not judged", red=True)
+    lines = [
+        f"{len(marked)} test(s) got a perf_budget marker while they ran (a fixture's "
+        "add_marker?), after collection found none, so this session did not profile and "
+        "their budgets were not judged:",
+        *(f"  {nodeid}" for nodeid in marked[:10]),
+        *([f"  and {len(marked) - 10} more"] if len(marked) > 10 else []),
+        "Mark them at collection (a decorator, pytestmark, a conftest's "
+        "pytest_collection_modifyitems) or run with --profile; until then the run fails "
+        f"with exit status {EXIT_UNJUDGED}.",
+    ]
+    for line in lines:
+        terminalreporter.write_line(line, red=True)

@@ -93,3 +93,41 @@ def test_a_marker_is_found_wherever_it_is_placed(pytester, options):
         if line.startswith("FAILED ") and "invalid perf_bu" in line
     }
     assert failed == set(FAILED)
+
+
+LATE_ONLY = """
+import pytest
+
+
+@pytest.fixture
+def budgeted(request):
+    request.node.add_marker(pytest.mark.perf_budget(peak_mb=1))
+
+
+def test_late(budgeted):
+    assert len(bytearray(8 << 20))
+
+
+def test_plain():
+    pass
+"""
+
+
+def test_a_marker_added_only_while_tests_run_fails_the_run_as_not_judged(pytester):
+    # No marker at collection and no option of ours: the session does not profile, so the
+    # budget a fixture adds cannot be judged, and the run says so instead of passing.
+    pytester.makepyfile(test_late=LATE_ONLY)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert result.ret == 7
+    result.stdout.fnmatch_lines(
+        ["*pytest-scalene: not judged*", "1 test(s) got a perf_budget marker*", "*test_late*"]
+    )
+    # With an option of ours the session profiles, and the late budget is judged (and fails).
+    profiled = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--profile-memory=yes")
+    profiled.assert_outcomes(passed=1, failed=1)
+    profiled.stdout.fnmatch_lines(["*budget FAIL: peak memory*"])
+    # Without the late marker nothing is said and nothing changes.
+    pytester.makepyfile(test_late="def test_plain():\n    pass\n")
+    plain = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    assert plain.ret == 0 and "not judged" not in plain.stdout.str()
