@@ -6,7 +6,8 @@ memory is wanted, and the choice of whether the session profiles. A session that
 its run and hooks from profiling_session.py: at configure, where an option asks for
 pytest-scalene or xdist distributes the tests (its controller collects nothing, yet receives
 its workers' profiles); else after collection, where a selected test carries a perf_budget
-marker. A plain session imports nothing more and runs no hook of ours per test.
+marker. A plain session imports nothing more and runs no hook of ours per test; at its end it
+looks whether a test got a perf_budget marker only while it ran, which it could not judge.
 docs/architecture.md maps the package.
 """
 
