@@ -62,9 +62,13 @@ print(sorted({f.__module__ for f in found if f.__module__.startswith("pytest_sca
 """
 
 
-def test_the_plugin_registers_its_fork_hooks_through_one_weak_hook():
+def test_the_plugin_registers_its_fork_hooks_through_one_weak_hook(tmp_path):
     # A module-level function registered with os.register_at_fork directly keeps its module's
     # globals until the interpreter's very end (the exit's last collection walked 274 modules).
-    done = subprocess.run([sys.executable, "-c", REGISTERED], capture_output=True, text=True)
+    # Run outside the checkout: `-c` puts the working directory first on sys.path, and the
+    # checkout's package has no built extensions where the project was installed from it.
+    done = subprocess.run(
+        [sys.executable, "-c", REGISTERED], capture_output=True, text=True, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['pytest_scalene.core.after_fork']"

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import os
 
-from .. import _resident_calls as calls  # type: ignore[attr-defined]
 from ..core.after_fork import run_in_fork_child
+
+try:
+    from .. import _resident_calls as calls  # type: ignore[attr-defined]
+except ImportError:  # an in-tree checkout without the build: no resident figures
+
+    class calls:  # type: ignore[no-redef]
+        """Stands in for native/resident_calls.c: each reading absent."""
+
+        start = staticmethod(lambda clear_refs, statm, page: (False, None, 0))
+        resident = staticmethod(lambda statm, page: None)
+        maxrss = staticmethod(lambda: 0)
+
 
 # Pages the resident set may grow between the peak's reset and the reading that checks it.
 MAXRSS_SLACK_PAGES = 16
