@@ -96,9 +96,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if runenv.in_counting_session():
         return
     profiles = config.stash.get(PROFILES, False)
-    if not profiles and not any(
-        runenv.has_marker(i) and i.get_closest_marker(runenv.MARKER) for i in session.items
-    ):
+    if not profiles and not runenv.marked(session.items):
         return  # a plain session: nothing of ours per test
     from . import profiling_session
 
@@ -119,11 +117,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if config.stash.get(PROFILES, False) or runenv.in_counting_session():
         return
-    marked = [
-        item.nodeid
-        for item in getattr(session, "items", ())  # absent where collection did not finish
-        if runenv.has_marker(item) and item.get_closest_marker(runenv.MARKER)
-    ]
+    # session.items is absent where collection did not finish
+    marked = [item.nodeid for item in runenv.marked(getattr(session, "items", ()))]
     if not marked:
         return
     config.stash[LATE_MARKED] = marked

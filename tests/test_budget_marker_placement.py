@@ -131,3 +131,20 @@ def test_a_marker_added_only_while_tests_run_fails_the_run_as_not_judged(pyteste
     pytester.makepyfile(test_late="def test_plain():\n    pass\n")
     plain = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     assert plain.ret == 0 and "not judged" not in plain.stdout.str()
+
+
+def test_the_suite_wide_scan_finds_each_placement_and_only_those(pytester):
+    # runenv.marked decides at collection whether a session without options of ours profiles
+    # at all, which tests an instruction budget counts, and at the session's end which markers
+    # came too late: each placement must be found alone, with its parents read once.
+    from pytest_scalene.core import runenv
+
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_placed=SUITE, test_module_marked=MODULE_MARKED)
+    finished = pytester.inline_run("--collect-only").getcalls("pytest_collection_finish")
+    items = finished[0].session.items  # after the conftest's collection hook
+    found = {item.nodeid for item in runenv.marked(items)}
+    assert found == set(FAILED) - {"test_placed.py::test_added_by_fixture"}
+    late = next(item for item in items if item.name == "test_plain")
+    late.add_marker("perf_budget")  # as a fixture does while the test runs
+    assert late in runenv.marked(items)

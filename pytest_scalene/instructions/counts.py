@@ -24,7 +24,7 @@ import pytest
 
 from ..core import extra_keys
 from ..core.model import TestProfile, counted_calls
-from ..core.runenv import has_marker
+from ..core.runenv import marked
 from ..gates.budgets import MARKER
 from ..sampling.profiler import Profiler
 
@@ -44,8 +44,7 @@ CALLGRIND_SLOWDOWN = 200
 
 
 def sets_instruction_budget(item: pytest.Item) -> bool:
-    if not has_marker(item):
-        return False
+    """`item`: one with a perf_budget marker (runenv.marked)."""
     return any("instructions" in mark.kwargs for mark in item.iter_markers(MARKER))
 
 
@@ -57,11 +56,6 @@ class InstructionCounts:
         self.counts: dict[str, runner.Counted | str] = {}
         self._shared_dir: str | None = None  # xdist controller: see share_with_worker
 
-    def needs_counts(self, item: pytest.Item) -> bool:
-        if sets_instruction_budget(item):
-            return True
-        return self.measure == "instructions" and self.profiler.wants(item)
-
     def after_collection(
         self, session: pytest.Session, baselines: StoredBaselines | None = None
     ) -> None:
@@ -70,7 +64,13 @@ class InstructionCounts:
         (see confirm)."""
         if self.config.option.collectonly:
             return
-        nodeids = [item.nodeid for item in session.items if self.needs_counts(item)]
+        budgeted = {id(i) for i in marked(session.items) if sets_instruction_budget(i)}
+        counted = self.measure == "instructions"
+        nodeids = [
+            item.nodeid
+            for item in session.items
+            if id(item) in budgeted or (counted and self.profiler.wants(item))
+        ]
         if not nodeids:
             return
         from . import runner

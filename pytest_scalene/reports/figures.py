@@ -3,7 +3,8 @@ terminal_summary.py for the suite), and the session's totals line that opens bot
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from ..core import extra_keys
 from ..core.model import LineStats, TestProfile
@@ -66,37 +67,69 @@ def verdict_kind(verdict: Verdict) -> str:
     return REGRESSION if verdict.kind == REGRESSION else BUDGET
 
 
-def session_line(
-    tests: list[TestProfile], width: int, peaks: list[float] | None = None
-) -> list[str]:
-    """The session's totals, wrapped between its phrases to `width` columns; `peaks`: each
-    test's peak_of, where the caller has them."""
-    cpu = sum(t.cpu_s for t in tests)
-    parts = [f"{len(tests)} test{'s' if len(tests) != 1 else ''} profiled"]
-    parts.append(f"time {sum(t.elapsed_s for t in tests):.2f} s")
+class SessionTotals(NamedTuple):
+    """The session's figures that open both terminal reports, added up in one pass over its
+    tests (a pass per figure cost a suite of millisecond tests ~2 k instructions a test each:
+    docs/benchmarks-ms-suite.md)."""
+
+    tests: int
+    elapsed_s: float
+    cpu_s: float
+    python_s: float
+    native_s: float
+    system_s: float
+    highest_peak_mb: float
+    judged: dict[str, list[int]]  # BUDGET or REGRESSION -> [failed, judged]
+    leaks: int
+    held: int
+
+
+def session_totals(tests: Sequence[TestProfile], peaks: Sequence[float]) -> SessionTotals:
+    """`peaks`: each test's peak_of, in the order of `tests`."""
+    elapsed = cpu = python = native = system = 0.0
+    judged = {BUDGET: [0, 0], REGRESSION: [0, 0]}
+    leaks = kept = 0
+    for t in tests:
+        elapsed += t.elapsed_s
+        cpu += t.cpu_python_s + t.cpu_native_s + t.cpu_system_s
+        python += t.cpu_python_s
+        native += t.cpu_native_s
+        system += t.cpu_system_s
+        for verdict in t.verdicts:
+            counts = judged[verdict_kind(verdict)]
+            counts[0] += verdict.failed
+            counts[1] += 1
+        extra = t.extra  # tests without an entry are skipped by a lookup
+        if extra.get(extra_keys.LEAKS):
+            leaks += len(leaks_by_line(t))
+        if extra.get(extra_keys.HELD):
+            kept += len(held(extra))
+    peak = max(peaks, default=0.0)
+    return SessionTotals(
+        len(tests), elapsed, cpu, python, native, system, peak, judged, leaks, kept
+    )
+
+
+def session_line(totals: SessionTotals, width: int) -> list[str]:
+    """The session's totals, wrapped between its phrases to `width` columns."""
+    n, cpu = totals.tests, totals.cpu_s
+    parts = [f"{n} test{'s' if n != 1 else ''} profiled"]
+    parts.append(f"time {totals.elapsed_s:.2f} s")
     parts.append(f"cpu {cpu:.2f} s")
     if cpu > 0:
         parts[-1] += (
-            f" (python {100 * sum(t.cpu_python_s for t in tests) / cpu:.0f}%"
-            f" native {100 * sum(t.cpu_native_s for t in tests) / cpu:.0f}%"
-            f" system {100 * sum(t.cpu_system_s for t in tests) / cpu:.0f}%)"
+            f" (python {100 * totals.python_s / cpu:.0f}%"
+            f" native {100 * totals.native_s / cpu:.0f}%"
+            f" system {100 * totals.system_s / cpu:.0f}%)"
         )
-    if peaks is None:
-        peaks = [peak_of(t) for t in tests]
-    if any(peaks):
-        parts.append(f"highest peak {max(peaks):.1f} MB")
-    verdicts = [v for t in tests for v in t.verdicts]
+    if totals.highest_peak_mb:
+        parts.append(f"highest peak {totals.highest_peak_mb:.1f} MB")
     for kind, name in ((BUDGET, "budgets"), (REGRESSION, "baseline comparisons")):
-        judged = [v for v in verdicts if verdict_kind(v) == kind]
+        failed, judged = totals.judged[kind]
         if judged:
-            failed = sum(1 for v in judged if v.failed)
-            parts.append(f"{name} {failed} failed of {len(judged)}")
-    # Per test, the summary's cost grows with the suite: tests without an entry are skipped
-    # by a lookup (a suite of millisecond tests paid for the calls: docs/benchmarks-ms-suite.md).
-    leaks = sum(len(leaks_by_line(t)) for t in tests if t.extra.get(extra_keys.LEAKS))
-    if leaks:
-        parts.append(f"{leaks} likely leak{'s' if leaks != 1 else ''}")
-    kept = sum(len(held(t.extra)) for t in tests if t.extra.get(extra_keys.HELD))
-    if kept:
-        parts.append(f"{kept} held (not confirmed as leaks)")
+            parts.append(f"{name} {failed} failed of {judged}")
+    if totals.leaks:
+        parts.append(f"{totals.leaks} likely leak{'s' if totals.leaks != 1 else ''}")
+    if totals.held:
+        parts.append(f"{totals.held} held (not confirmed as leaks)")
     return wrap("  ".join(parts), width, "", INDENT)

@@ -22,6 +22,7 @@ from .figures import (
     num,
     peak_of,
     session_line,
+    session_totals,
     source_text,
     time_of,
     verdict_kind,
@@ -304,7 +305,8 @@ def render(
     """The report. `top`: at most this many lines per test (plus their neighbours)."""
     tests = list(session.tests.values())
     selection = _select(tests, rootdir, top, max_rows)
-    blocks = ["\n".join(session_line(tests, width))]
+    totals = session_totals(tests, [peak_of(t) for t in tests])
+    blocks = ["\n".join(session_line(totals, width))]
     blocks += [
         render_test(t, rootdir, rows, width) for t, rows in zip(tests, selection.rows, strict=True)
     ]

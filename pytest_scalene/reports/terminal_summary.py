@@ -18,7 +18,7 @@ from ..core.model import SessionProfile, TestProfile
 from ..core.natural_values import format_seconds
 from ..core.verdict import REGRESSION
 from ..sampling.leaks import SESSION_MIN_TESTS, SESSION_RETAINED_MB, SessionLine
-from .figures import num, peak_of, session_line, source_text, verdict_text
+from .figures import num, peak_of, session_line, session_totals, source_text, verdict_text
 from .leak_lines import (
     describe_held,
     describe_leak,
@@ -33,6 +33,47 @@ TOP = 5  # tests and lines in each ranking
 MAX_LISTED = 10  # not-repeatable tests, leaks, held suspects named before "and N more"
 MIN_PATH = 30  # a path cut for the source text after it keeps this much
 MIN_SHOWN = 0.005  # a test ranked under 0.005 s or MB would read as 0.00
+
+
+class _Pass:
+    """What the rankings read of each test, in one pass over the suite (a pass per figure cost
+    a suite of millisecond tests ~20 k instructions a test: docs/benchmarks-ms-suite.md). The
+    rankings of rare entries (leaks, held and retained memory, GPU, failed gates, repeats) then
+    read only the tests that have one."""
+
+    def __init__(self, tests: list[TestProfile]) -> None:
+        self.peaks: list[float] = []  # each test's peak_of, in the suite's order
+        self.by_cpu: list[tuple[float, TestProfile]] = []  # MIN_SHOWN or more, in that order
+        self.by_peak: list[tuple[float, TestProfile]] = []
+        self.with_lines: list[TestProfile] = []
+        self.flagged: list[TestProfile] = []  # a verdict, or one of the rare entries
+        self.short = 0  # tests in which no sample landed on profiled code
+        for t in tests:
+            peak = peak_of(t)
+            self.peaks.append(peak)
+            if peak >= MIN_SHOWN:
+                self.by_peak.append((peak, t))
+            cpu = t.cpu_s
+            if cpu >= MIN_SHOWN:
+                self.by_cpu.append((cpu, t))
+            if t.lines:
+                self.with_lines.append(t)
+                if not any(s.samples for s in t.lines.values()):
+                    self.short += 1
+            else:
+                self.short += 1
+            extra = t.extra  # memory profiling writes empty leak entries into every test
+            if t.verdicts or (
+                extra
+                and (
+                    extra.get(extra_keys.LEAKS)
+                    or extra.get(extra_keys.HELD)
+                    or extra.get(extra_keys.RETAINED)
+                    or extra_keys.GPU_PEAK_MB in extra
+                    or extra_keys.NOT_REPEATABLE in extra
+                )
+            ):
+                self.flagged.append(t)
 
 
 @dataclass
@@ -79,23 +120,18 @@ def _top(figures: list[tuple[float, TestProfile]]) -> list[tuple[float, TestProf
     return sorted(shown, key=lambda ft: -ft[0])[:TOP]
 
 
-def _top_tests(tests: list[TestProfile], peaks: list[float], width: int) -> list[str]:
-    """`peaks`: each test's peak_of, in the order of `tests`."""
-    by_cpu = _top([(t.cpu_s, t) for t in tests])
+def _top_tests(suite: _Pass, width: int) -> list[str]:
     out = _ranked(
         "Top tests by CPU:",
-        [_test_row(f"{format_seconds(cpu):>10}", t.nodeid, width) for cpu, t in by_cpu],
+        [_test_row(f"{format_seconds(cpu):>10}", t.nodeid, width) for cpu, t in _top(suite.by_cpu)],
     )
     out += _ranked(
         "Top tests by peak memory:",
-        [
-            _test_row(f"{peak:7.1f} MB", t.nodeid, width)
-            for peak, t in _top(list(zip(peaks, tests, strict=True)))
-        ],
+        [_test_row(f"{peak:7.1f} MB", t.nodeid, width) for peak, t in _top(suite.by_peak)],
     )
     gpu = [
         (num(t.extra[extra_keys.GPU_PEAK_MB]), t)
-        for t in tests
+        for t in suite.flagged
         if extra_keys.GPU_PEAK_MB in t.extra
     ]
     out += _ranked(
@@ -117,9 +153,9 @@ def _line_row(entry: _SuiteLine, figure: str, rootdir: str, width: int) -> str:
     return (prefix + where + "  " + fit(source, width - display_width(prefix + where) - 2)).rstrip()
 
 
-def _top_lines(tests: list[TestProfile], rootdir: str, width: int) -> list[str]:
+def _top_lines(tests: list[TestProfile], total_cpu: float, rootdir: str, width: int) -> list[str]:
+    """`tests`: those with lines; `total_cpu`: the suite's CPU time, above 0."""
     lines = _suite_lines(tests)
-    total_cpu = sum(t.cpu_s for t in tests) or 1.0
 
     def top(key: Callable[[_SuiteLine], float]) -> list[_SuiteLine]:
         return sorted((e for e in lines if key(e) > 0), key=lambda e: (-key(e), e.file, e.line))[
@@ -231,16 +267,12 @@ def wants_details(config: Any) -> bool:
     return config.get_verbosity() > 0
 
 
-def too_short(tests: list[TestProfile]) -> int:
-    """Tests in which no sample landed on profiled code: they ran under one interval."""
-    return sum(1 for t in tests if not t.lines or not any(s.samples for s in t.lines.values()))
-
-
 def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) -> str:
     tests = list(session.tests.values())
-    peaks = [peak_of(t) for t in tests]
-    blocks = [session_line(tests, width, peaks)]
-    short = too_short(tests)
+    suite = _Pass(tests)
+    totals = session_totals(tests, suite.peaks)
+    blocks = [session_line(totals, width)]
+    short = suite.short
     if short:
         blocks.append(
             wrap(
@@ -255,11 +287,11 @@ def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) ->
             )
         )
     blocks += [
-        _top_tests(tests, peaks, width),
-        _top_lines(tests, rootdir, width),
-        _leaks(tests, rootdir, width),
-        _failed_gates(tests, width),
-        _not_repeatable(tests, width),
+        _top_tests(suite, width),
+        _top_lines(suite.with_lines, totals.cpu_s or 1.0, rootdir, width),
+        _leaks(suite.flagged, rootdir, width),
+        _failed_gates(suite.flagged, width),
+        _not_repeatable(suite.flagged, width),
     ]
     tail = wrap(
         [
