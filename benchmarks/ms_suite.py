@@ -43,6 +43,7 @@ from ms_suite_notes import (
     LEANER_PATH,
     OUTSIDE_THE_CALL,
     SESSION_FIXED_COST,
+    SPREAD_THIN,
     TIME_WITHOUT_INSTRUCTIONS,
     WHAT_IS_LEFT,
     WHERE_THE_TIME_GOES,
@@ -318,6 +319,8 @@ def render(results: dict) -> str:
             WHAT_IS_LEFT,
             "",
             OUTSIDE_THE_CALL,
+            "",
+            SPREAD_THIN,
             "",
         ]
     )
