@@ -10,7 +10,6 @@ read baselines: the files, their entries and the comparison are imported there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from ..core import extra_keys
 from ..core.model import TestProfile, counted_calls
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
+from . import cpu_resolution
 from .budgets import Budget, budget_of
 from .machine_speed import explains_growth, slower_by
 from .metrics import METRICS
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
 
 ONLY_INSTRUCTIONS = tuple(name for name in METRICS if name != "instructions")  # compare's skip
 SUSPECT_KEY = pytest.StashKey[str]()  # the first CPU regression the confirmation re-ran for
-# A test whose stored CPU time could fail only at this many times its baseline or above is one
-# the stored times cannot gate on CPU: a doubling of it would pass (docs/baselines.md, the
-# noise rule: a test of 0.03 s fails only above 0.16 s). The session's end says how many.
-BLIND_FACTOR = 2.0
 
 
 def counts_moved(first: TestEntry, second: TestEntry, rule: NoiseRule) -> bool:
@@ -164,7 +160,7 @@ class StoredBaselines:
             "new_lines": result.new_lines,
             "vanished_lines": result.vanished_lines,
             "notes": notes,
-            **_cpu_resolution(verdicts),
+            **cpu_resolution.of_verdicts(verdicts),  # could it gate this test's CPU?
         }
         return verdicts
 
@@ -283,39 +279,6 @@ class StoredBaselines:
         if entry is None or "instructions" not in entry.metrics:
             return False
         return counts_moved(entry, counted, self.counts_rule())
-
-
-def _cpu_resolution(verdicts: list[Verdict]) -> dict[str, float | bool]:
-    """Where the test's CPU time was compared: the value above which it fails, and whether that
-    could have failed a doubling (a regression, or a limit under BLIND_FACTOR x the baseline)."""
-    cpu = next((v for v in verdicts if v.metric == "cpu_s" and v.line is None), None)
-    if cpu is None or cpu.limit is None or cpu.baseline is None:
-        return {}  # not compared: counted instead, a warm-up on one side
-    gated = cpu.failed or float(cpu.limit) < BLIND_FACTOR * cpu.baseline
-    return {"cpu_fails_above_s": float(cpu.limit), "cpu_gated": gated}
-
-
-def resolution_note(profiles: Iterable[TestProfile]) -> str | None:
-    """The session's line naming how many compared tests' CPU the stored times could not gate
-    (a comparison that passed, but would have passed a doubling too, is not a judgement a team
-    should read as one: on a third-party suite of millisecond tests a 1.5x slowdown passed
-    every test); from the profiles, which an xdist controller receives from its workers."""
-    compared, blind = 0, []
-    for profile in profiles:
-        baseline = profile.extra.get(extra_keys.BASELINE)
-        if isinstance(baseline, dict) and "cpu_gated" in baseline:
-            compared += 1
-            if not baseline["cpu_gated"]:
-                blind.append(float(baseline["cpu_fails_above_s"]))
-    if not blind:
-        return None
-    return (
-        f"CPU: the stored times could not have caught a {BLIND_FACTOR:g}x slowdown in "
-        f"{len(blind)} of {compared} compared tests, too short for sampled CPU time (none of "
-        f"them fails below {METRICS['cpu_s'].format(min(blind))} of CPU; docs/baselines.md, "
-        "the noise rule): their CPU is not gated; gate it with --profile-compare-ref=REF or "
-        "--profile-measure=instructions."
-    )
 
 
 def _slowed(entry: TestEntry, factor: float, metrics: tuple[str, ...]) -> TestEntry:

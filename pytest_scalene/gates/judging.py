@@ -18,7 +18,8 @@ from ..core.model import TestProfile
 from ..core.outputs import Outputs
 from ..core.verdict import Verdict
 from ..sampling.profiler import Profiler
-from .baseline_judge import StoredBaselines, cold_first_call, resolution_note
+from . import cpu_resolution
+from .baseline_judge import StoredBaselines, cold_first_call
 from .budgets import (
     BUDGET_KEY,
     MARKER,
@@ -232,8 +233,10 @@ class Gates:
     def notes(self) -> list[str]:
         """The lines of the terminal summary's gates section (MAX_NOTES of them without -v)."""
         lines = list(self.summary)
-        if (resolution := resolution_note(self.profiler.session.tests.values())) is not None:
-            lines.insert(0, resolution)  # first: the notes are cut at MAX_NOTES without -v
+        tests = self.profiler.session.tests.values()
+        blind = cpu_resolution.session_note(tests, extra_keys.BASELINE, "the stored times")
+        if blind is not None:
+            lines.insert(0, blind)  # first: the notes are cut at MAX_NOTES without -v
         for nodeid, profile in self.profiler.session.tests.items():
             baseline = profile.extra.get(extra_keys.BASELINE)
             if isinstance(baseline, dict):

@@ -15,6 +15,7 @@ from ..config.history_options import HistoryOptions
 from ..core import extra_keys, runenv
 from ..core.model import TestProfile
 from ..core.verdict import Verdict
+from ..gates import cpu_resolution
 from ..gates.comparison import CPU_TIMED, NoiseRule
 from ..gates.machine_speed import RecentProbe, slower_by
 from ..gates.pipeline import Unjudged
@@ -114,12 +115,14 @@ class History:
         if not self.options.compare:
             return []
         found, notes = self._verdicts(item.nodeid, excuse=True)
+        verdicts = [v.verdict() for v in found]
         profile.extra[extra_keys.HISTORY] = {
             "runs": max((v.runs for v in found), default=len(self.recent.get(item.nodeid, []))),
             "machine": self.machine,
             "notes": notes,
+            **cpu_resolution.of_verdicts(verdicts),  # could it gate this test's CPU?
         }
-        return [v.verdict() for v in found]
+        return verdicts
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, session: pytest.Session, code_map: str | None = None) -> None:
@@ -147,6 +150,10 @@ class History:
 
     def write_summary(self, terminalreporter: Any) -> None:
         lines = list(self.summary)
+        tests = self.profiler.session.tests.values()
+        blind = cpu_resolution.session_note(tests, extra_keys.HISTORY, "the history")
+        if blind is not None:
+            lines.append(blind)
         for nodeid, profile in self.profiler.session.tests.items():
             history = profile.extra.get(extra_keys.HISTORY)
             if isinstance(history, dict):

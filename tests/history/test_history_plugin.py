@@ -134,6 +134,10 @@ def test_history_compare_fails_a_test_far_above_its_recent_runs(pytester):
     result.stdout.fnmatch_lines(
         ["CPU time regressed against history: * vs median * of the last 9 runs on this *"]
     )
+    # test_other's runs read 5 ms: a doubling stays under the floor, and the run says so.
+    result.stdout.fnmatch_lines(
+        ["CPU: the history could not have caught a 2x slowdown in 1 of 2 compared tests*"]
+    )
 
 
 @pytest.mark.slow
@@ -151,6 +155,8 @@ def test_history_compare_passes_a_test_within_its_recent_runs(pytester):
     (verdict,) = [v for v in test["verdicts"] if v["metric"] == "cpu_s"]
     assert verdict["metric"] == "cpu_s" and verdict["passed"] and verdict["baseline"] > 4
     assert test["history"]["runs"] == 9 and test["history"]["machine"]
+    assert test["history"]["cpu_gated"] and test["history"]["cpu_fails_above_s"] > 5
+    assert "could not have caught" not in result.stdout.str()  # 5 s runs: a doubling fails
     with sqlite3.connect(db) as conn:  # the judged run was recorded too, with its verdicts
         assert conn.execute("SELECT COUNT(*) FROM scalene_runs").fetchone()[0] == 10
         gates, stored = conn.execute(
