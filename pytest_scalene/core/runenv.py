@@ -52,8 +52,8 @@ def has_marker(item: Any) -> bool:
 def marked(items: Iterable[Any]) -> list[Any]:
     """The `items` that a perf_budget marker applies to (iter_markers would find one), in
     their order: each node's own markers, its parents' read once for all their tests. Over a
-    whole suite at once (collection's end, the session's) this is ~1 k instructions a test,
-    where has_marker's look-up through each test's parents was ~6 k."""
+    whole suite at once (collection's end, the session's) this is ~3 k instructions a test on
+    Python 3.12, where has_marker's look-up through each test's parents was ~6 k."""
     above: dict[int, bool] = {}  # id(node) -> a marker on it or above it
 
     def on_or_above(node: Any) -> bool:
