@@ -7,12 +7,14 @@ repository)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from pytest_scalene.compare_ref.ref_judge import NOTHING_TO_COMPARE, CompareRef
 from pytest_scalene.compare_ref.ref_judge import UNJUDGED as AB_UNJUDGED
-from pytest_scalene.config.options import EXIT_UNJUDGED
+from pytest_scalene.config.history_options import HistoryOptions
+from pytest_scalene.config.options import EXIT_UNJUDGED, GateOptions, Repeat
 from pytest_scalene.core import runenv
 from pytest_scalene.core.model import TestProfile
 from pytest_scalene.gates.baseline_judge import COUNTS_UNJUDGED, StoredBaselines
@@ -27,8 +29,12 @@ def profile(nodeid: str, outcome: str = "passed", **extra: object) -> TestProfil
     return TestProfile(nodeid, outcome, extra=dict(extra))
 
 
-def counted(*profiles: TestProfile) -> dict[Unjudged, int]:
-    judges = (Budgets, CompareRef, StoredBaselines, History)  # their `unjudged` reads the profile
+def counted(*profiles: TestProfile, allow_ungated_cpu: bool = False) -> dict[Unjudged, int]:
+    options = GateOptions(False, True, Path("baselines"), Repeat(), None, None)
+    stored = StoredBaselines(None, options._replace(allow_ungated_cpu=allow_ungated_cpu), "")  # type: ignore[arg-type]
+    history = object.__new__(History)  # its `unjudged` reads its options and the profile alone
+    history.options = HistoryOptions(None, True, 5, allow_ungated_cpu)
+    judges = (Budgets, CompareRef, stored, history)  # the first two: the profile alone
     return unjudged_counts(judges, profiles)  # type: ignore[arg-type]
 
 
@@ -52,6 +58,25 @@ def test_unjudged_passing_tests_are_counted_per_gate():
     ]
     assert not NOTHING_TO_COMPARE.fails and AB_UNJUDGED.fails
     assert counted(profile("a", ab=ab_judged), profile("f", "skipped", ab=worker_died)) == {}
+
+
+def test_a_test_whose_cpu_the_stored_times_or_the_history_could_not_gate_is_unjudged():
+    blind = {"cpu_fails_above_s": 0.09, "cpu_gated": False}
+    gated = {**blind, "cpu_gated": True}
+    tests = (
+        profile("a", baseline=blind, history={"runs": 5, "notes": [], **blind}),
+        profile("b", baseline=blind),
+        profile("c", baseline=gated),
+        profile("d", baseline=blind, ab={"ref": "HEAD", "commit": "c", "verdict": "pass"}),
+    )
+    found = counted(*tests)
+    assert [(why.gate.split(":")[0], why.fails, n) for why, n in found.items()] == [
+        ("the stored CPU times (--profile-compare)", True, 2),
+        ("the history's CPU times (--profile-compare-history)", True, 1),
+    ]
+    accepted = counted(*tests, allow_ungated_cpu=True)
+    assert sorted(n for n in accepted.values()) == [1, 2]
+    assert not any(why.fails for why in accepted)
 
 
 def test_the_last_lines_count_them_and_say_how_to_let_the_run_pass():

@@ -62,7 +62,7 @@ def _save_compare_and_grow(
     assert metrics["copy_mb"] == pytest.approx(60.0, abs=0.01)  # 64 MB in whole 20 MB steps
     assert "copy_mb_s" not in metrics  # the rate is reported, not compared
 
-    compare = ("--profile-compare", f"--profile-repeat={repeat}")
+    compare = ("--profile-compare", "--profile-allow-ungated-cpu", f"--profile-repeat={repeat}")
     failures = []
     for attempt in range(UNCHANGED_RUNS):
         result = _run(pytester, *compare)
@@ -127,7 +127,9 @@ def test_a_first_run_regression_cleared_by_warm_reruns_says_so(pytester, monkeyp
         "--profile-save-baseline", "--profile-memory=no", *QUICK
     ).assert_outcomes(passed=1)
     monkeypatch.setenv("SCALE", "4")
-    result = pytester.runpytest_subprocess("--profile-compare", "--profile-memory=no", *QUICK)
+    result = pytester.runpytest_subprocess(
+        "--profile-compare", "--profile-allow-ungated-cpu", "--profile-memory=no", *QUICK
+    )
     result.assert_outcomes(passed=1)
     result.stdout.re_match_lines(
         [
@@ -145,7 +147,11 @@ def test_one_run_on_one_side_and_several_on_the_other_is_noted(pytester):
         "--profile-save-baseline", "--profile-memory=no", *QUICK
     ).assert_outcomes(passed=1)
     result = pytester.runpytest_subprocess(
-        "--profile-compare", "--profile-memory=no", "--profile-repeat=3", *QUICK
+        "--profile-compare",
+        "--profile-allow-ungated-cpu",
+        "--profile-memory=no",
+        "--profile-repeat=3",
+        *QUICK,
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(

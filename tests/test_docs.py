@@ -244,6 +244,7 @@ def test_every_key_of_a_real_profile_is_documented_and_every_documented_key_exis
     result = pytester.runpytest_subprocess(
         *common,
         "--profile-compare",
+        "--profile-allow-ungated-cpu",
         "--profile-repeat=2",
         "--profile-clock=wall",
         f"--profile-json={out}",

@@ -43,6 +43,7 @@ INI = {
     "profile_select": ("all", "'all'"),
     "profile_compare_ref": ("HEAD", "'HEAD'"),  # the directory is made a git repository
     "profile_allow_unjudged": ("true", "True"),
+    "profile_allow_ungated_cpu": ("true", "True"),
     "profile_markdown": ("summary.md", "PosixPath('summary.md')"),
     "profile_budget": ("leaks=false 'copy_mb_s=1 GB/s'", "['leaks=false', 'copy_mb_s=1 GB/s']"),
     "profile_history": ("perf/history.db", "'perf/history.db'"),

@@ -1,11 +1,16 @@
 """The stored CPU times cannot gate a short test: its comparison passes whatever the slowdown
-below its noise rule's limit (a test of 0.03 s fails only above 0.16 s). A run that compared
-such tests says how many, so that "baseline comparisons 0 failed" is not read as CPU judged:
-on a third-party suite of millisecond tests a 1.5x slowdown passed every test unremarked."""
+below its noise rule's limit (a test of 0.03 s fails only above 0.16 s). On a third-party suite
+of millisecond tests a 1.5x slowdown passed every test unremarked. A run that compared such
+tests says how many, and does not pass them as judged: exit status 7, unless the user accepts
+ungated CPU (--profile-allow-ungated-cpu) or another gate judged the test's CPU (A/B)."""
 
 from __future__ import annotations
 
 import json
+
+from pytest_scalene.core import extra_keys
+from pytest_scalene.core.model import TestProfile
+from pytest_scalene.gates import cpu_resolution
 
 SUITE = """
 import time
@@ -38,10 +43,18 @@ def test_a_compare_names_the_tests_whose_cpu_it_could_not_gate(pytester):
     assert saved.ret == 0
     common = ["-p", "no:cacheprovider", "--profile", "--profile-memory=no", "--profile-compare"]
     compared = pytester.runpytest_subprocess(*common, "--profile-json=out.json")
-    assert compared.ret == 0  # a note, not a failure: the comparisons that ran passed
-    said = "could not have caught a 2x slowdown in 2 of 3 compared tests"
-    assert said in " ".join(compared.stdout.str().split())
-    compared.stdout.fnmatch_lines(["*--profile-compare-ref=REF or --profile-measure=instruct*"])
+    assert compared.ret == 7  # never a silent pass: the short tests' CPU was not judged
+    said = " ".join(compared.stdout.str().split())
+    assert "could not have caught a 2x slowdown in 2 of 3 compared tests" in said
+    assert "gate it with --profile-compare-ref=REF or --profile-measure=instructions" in said
+    assert (
+        "2 passing test(s) not judged: 2 by the stored CPU times (--profile-compare): too "
+        "short for sampled CPU time to catch a 2x slowdown (--profile-allow-ungated-cpu "
+        "accepts that)"
+    ) in said
+    accepted = pytester.runpytest_subprocess(*common, "--profile-allow-ungated-cpu")
+    assert accepted.ret == 0
+    assert "(accepted: --profile-allow-ungated-cpu)" in " ".join(accepted.stdout.str().split())
     # Per test in the JSON, for a CI step that reads it.
     tests = json.loads((pytester.path / "out.json").read_text())["tests"]
     gated = {nodeid.split("::")[1]: t["baseline"]["cpu_gated"] for nodeid, t in tests.items()}
@@ -50,7 +63,7 @@ def test_a_compare_names_the_tests_whose_cpu_it_could_not_gate(pytester):
     # (of fewer tests: each worker's first test is a cold call, which the saving session's
     # second and third were not, and is not compared).
     spread = pytester.runpytest_subprocess(*common, "-n", "2")
-    assert spread.ret == 0
+    assert spread.ret == 7
     spread.stdout.fnmatch_lines(["CPU: the stored times could not have caught a 2x slowdown*"])
 
 
@@ -64,3 +77,28 @@ def test_a_session_of_long_tests_has_no_such_note(pytester):
         )
         assert done.ret == 0
     assert "could not have caught" not in done.stdout.str()
+
+
+def _blind(**extra: object) -> TestProfile:
+    profile = TestProfile("test_x.py::test_x", outcome="passed")
+    profile.extra[extra_keys.BASELINE] = {"cpu_fails_above_s": 0.09, "cpu_gated": False}
+    profile.extra.update(extra)
+    return profile
+
+
+def test_an_ungated_cpu_is_left_unjudged_unless_another_gate_judged_it():
+    gate = "the stored CPU times (--profile-compare)"
+    why = cpu_resolution.unjudged(_blind(), extra_keys.BASELINE, gate, allowed=False)
+    assert why is not None and why.fails and why.gate.startswith(gate)
+    accepted = cpu_resolution.unjudged(_blind(), extra_keys.BASELINE, gate, allowed=True)
+    assert accepted is not None and not accepted.fails
+    # The A/B comparison judged its CPU: nothing left unjudged by the stored times.
+    judged = _blind(**{extra_keys.AB: {"ratio": 1.0}})
+    assert cpu_resolution.unjudged(judged, extra_keys.BASELINE, gate, allowed=False) is None
+    # An A/B comparison that could not judge it (its note says why) does not stand in.
+    noted = _blind(**{extra_keys.AB: {"note": "the worker crashed"}})
+    assert cpu_resolution.unjudged(noted, extra_keys.BASELINE, gate, allowed=False) is not None
+    gated = _blind()
+    gated.extra[extra_keys.BASELINE]["cpu_gated"] = True
+    assert cpu_resolution.unjudged(gated, extra_keys.BASELINE, gate, allowed=False) is None
+    assert cpu_resolution.unjudged(TestProfile("t"), extra_keys.BASELINE, gate, False) is None

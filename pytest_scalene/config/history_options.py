@@ -55,6 +55,7 @@ class HistoryOptions(NamedTuple):
     url: str | None
     compare: bool
     window: int
+    allow_ungated_cpu: bool = False  # --profile-allow-ungated-cpu (gates/cpu_resolution.py)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HistoryOptions:
@@ -65,4 +66,5 @@ class HistoryOptions(NamedTuple):
                 "--profile-compare-history needs a history store: give --profile-history=URL "
                 f"or the {INI_KEY} ini key"
             )
-        return cls(url, compare, config.getoption("--profile-history-window"))
+        window = config.getoption("--profile-history-window")
+        return cls(url, compare, window, bool(config.getoption("--profile-allow-ungated-cpu")))

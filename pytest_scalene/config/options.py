@@ -283,6 +283,14 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         f"{EXIT_UNJUDGED}; docs/ci.md)",
     )
     add(
+        "--profile-allow-ungated-cpu",
+        action="store_true",
+        help="let the stored baselines and the history pass a test too short for its sampled "
+        "CPU time to catch a 2x slowdown (its CPU then not gated; memory, leaks and copy volume "
+        f"still judged); otherwise such a test is not judged (exit status {EXIT_UNJUDGED}; "
+        "docs/baselines.md)",
+    )
+    add(
         "--profile-repeat",
         type=_repeat,
         default=Repeat(),
@@ -357,6 +365,7 @@ class GateOptions(NamedTuple):
     compare_ref: str | None = None
     allow_unjudged: bool = False
     select: str = "changed"
+    allow_ungated_cpu: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GateOptions:
@@ -375,6 +384,7 @@ class GateOptions(NamedTuple):
             compare_ref=opt("--profile-compare-ref") or None,
             allow_unjudged=bool(opt("--profile-allow-unjudged")),
             select=opt("--profile-select"),
+            allow_ungated_cpu=bool(opt("--profile-allow-ungated-cpu")),
         )
 
 

@@ -49,7 +49,8 @@ def counts_moved(first: TestEntry, second: TestEntry, rule: NoiseRule) -> bool:
 
 
 COUNTS_UNJUDGED = Unjudged("instruction counts (--profile-measure=instructions)")
-SLOW_MACHINE = Unjudged("the stored CPU times (--profile-compare), on a machine slower than saved")
+STORED_TIMES = "the stored CPU times (--profile-compare)"
+SLOW_MACHINE = Unjudged(f"{STORED_TIMES}, on a machine slower than saved")
 
 
 class StoredBaselines:
@@ -97,13 +98,16 @@ class StoredBaselines:
         return stored.tests.get(nodeid) if stored else None
 
     # -- the judge -------------------------------------------------------------------------------
-    @staticmethod  # it reads the profile alone
-    def unjudged(profile: TestProfile) -> Unjudged | None:
-        """A test the instruction counts were asked for and could not count, or whose CPU
-        growth the machine's slowdown explains."""
+    def unjudged(self, profile: TestProfile) -> Unjudged | None:
+        """A test the instruction counts were asked for and could not count, whose CPU growth
+        the machine's slowdown explains, or whose CPU the stored times could not gate."""
         if extra_keys.INSTRUCTIONS_MISSING in profile.extra:
             return COUNTS_UNJUDGED
-        return SLOW_MACHINE if extra_keys.MACHINE_SLOWER in profile.extra else None
+        if extra_keys.MACHINE_SLOWER in profile.extra:
+            return SLOW_MACHINE
+        return cpu_resolution.unjudged(
+            profile, extra_keys.BASELINE, STORED_TIMES, self.options.allow_ungated_cpu
+        )
 
     def waits_for_machine(self, item: pytest.Item, profile: TestProfile) -> bool:
         entry = self.entry(profile.nodeid)

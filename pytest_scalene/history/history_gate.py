@@ -45,6 +45,7 @@ def figure_options(config: pytest.Config, profiler: Profiler) -> dict[str, Any]:
 
 
 UNJUDGED = Unjudged("the history (--profile-compare-history)")
+HISTORY_TIMES = "the history's CPU times (--profile-compare-history)"
 
 
 class History:
@@ -91,10 +92,15 @@ class History:
 
     every_test = True  # every passed test gets the machine's speed for its record
 
-    @staticmethod  # it reads the profile alone
-    def unjudged(profile: TestProfile) -> Unjudged | None:
+    def unjudged(self, profile: TestProfile) -> Unjudged | None:
+        """A test the history had no judgement of (its notes say why), or whose CPU its times
+        could not gate."""
         found = profile.extra.get(extra_keys.HISTORY)
-        return UNJUDGED if isinstance(found, dict) and found.get("notes") else None
+        if isinstance(found, dict) and found.get("notes"):
+            return UNJUDGED
+        return cpu_resolution.unjudged(
+            profile, extra_keys.HISTORY, HISTORY_TIMES, self.options.allow_ungated_cpu
+        )
 
     def cpu_suspect(self, item: pytest.Item, profile: TestProfile) -> str | None:
         """A CPU regression against the history is confirmed as one against a baseline is
