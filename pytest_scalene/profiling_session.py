@@ -64,7 +64,6 @@ class Run:
     ab: CompareRef | None = None  # --profile-compare-ref
     stacks: StackRecorder | None = None  # --profile-speedscope, --profile-html
     history: History | None = None  # --profile-history
-    unjudged: dict[str, int] | None = None  # per gate, once the session ends
     unjudged_status: int | None = None  # EXIT_UNJUDGED, when the run fails for them
     benchmark: BenchmarkCalls = field(kw_only=True)  # the fixture's calls
     judges: list[Judge] = field(default_factory=list)  # every gate, in its verdicts' order
@@ -275,18 +274,22 @@ class SessionHooks:
 
             run.gates.save_baselines(session, saved_from(Path(config.rootpath)))
         run.selection.save()  # the code map, beside the baselines
-        _write_report_files(session, run)
-        if run.history is not None:
-            recorded = run.selection.recorded()  # the code map goes into the history too
-            run.history.record(session, recorded.to_json() if recorded else None)
-        unjudged = unjudged_counts(run.judges, run.profiler.session.tests.values())
-        run.unjudged = {why.gate: n for why, n in unjudged.items()}
+        # Before the report files: the JSON and the Markdown summary count them too.
+        profile = run.profiler.session
+        unjudged = unjudged_counts(run.judges, profile.tests.values())
+        profile.unjudged = [
+            {"gate": w.gate, "tests": n, "fails": w.fails} for w, n in unjudged.items()
+        ]
         if (
             any(why.fails for why in unjudged)
             and not run.gates.options.allow_unjudged
             and session.exitstatus == 0
         ):
             session.exitstatus = run.unjudged_status = EXIT_UNJUDGED  # never a silent pass
+        _write_report_files(session, run)
+        if run.history is not None:
+            recorded = run.selection.recorded()  # the code map goes into the history too
+            run.history.record(session, recorded.to_json() if recorded else None)
 
     @pytest.hookimpl(trylast=True)  # last, so that the errors end the output
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
@@ -313,7 +316,7 @@ class SessionHooks:
             for line in run.outputs.errors:
                 terminalreporter.write_line(line, red=True, bold=True)
         if lines := terminal_summary.unjudged_lines(
-            run.unjudged or {},
+            {entry["gate"]: entry["tests"] for entry in run.profiler.session.unjudged},
             run.unjudged_status,
             run.gates.options.allow_unjudged,
             "--profile-allow-unjudged",

@@ -73,10 +73,12 @@ def saved(pytester: pytest.Pytester, monkeypatch) -> pytest.Pytester:
 
 
 def test_a_growth_the_machine_explains_is_not_judged(saved, monkeypatch):
-    # 4x the work on a machine 6x slower: the gate cannot tell; it says so and the run fails.
-    # (Sizes: a test of 0.15-0.28 s here, as fast or slow a phase as this VM's, needs +100% and
-    # more of growth to fail: docs/baselines.md, rule 1; so 4x, and 6x for the machine.)
-    result = _run(saved, monkeypatch, "--profile-compare", FACTOR="4", PROBE_MS="6.0")
+    # 6x the work on a machine 6x slower: the gate cannot tell; it says so and the run fails.
+    # (Sizes: a test of 0.08-0.12 s here, as fast or slow a phase as this VM's, needs about
+    # +160% of growth to fail: docs/baselines.md, rule 1. 4x once passed: saved in a slow
+    # phase (0.12 s), its warm re-runs read under the 0.31 s limit and cleared it. 6x stays a
+    # suspect from either phase, and within what the 6x machine explains, 1.75 x 6 x baseline.)
+    result = _run(saved, monkeypatch, "--profile-compare", FACTOR="6", PROBE_MS="6.0")
     result.assert_outcomes(passed=1)
     assert result.ret == 7
     result.stdout.fnmatch_lines(

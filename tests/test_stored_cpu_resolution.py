@@ -42,7 +42,9 @@ def test_a_compare_names_the_tests_whose_cpu_it_could_not_gate(pytester):
     )
     assert saved.ret == 0
     common = ["-p", "no:cacheprovider", "--profile", "--profile-memory=no", "--profile-compare"]
-    compared = pytester.runpytest_subprocess(*common, "--profile-json=out.json")
+    compared = pytester.runpytest_subprocess(
+        *common, "--profile-json=out.json", "--profile-markdown=out.md"
+    )
     assert compared.ret == 7  # never a silent pass: the short tests' CPU was not judged
     said = " ".join(compared.stdout.str().split())
     assert "could not have caught a 2x slowdown in 2 of 3 compared tests" in said
@@ -52,6 +54,12 @@ def test_a_compare_names_the_tests_whose_cpu_it_could_not_gate(pytester):
         "short for sampled CPU time to catch a 2x slowdown (--profile-allow-ungated-cpu "
         "accepts that)"
     ) in said
+    # The JSON and the Markdown summary count them too: "all gates passed" is not all it says.
+    written = json.loads((pytester.path / "out.json").read_text())
+    assert [(u["tests"], u["fails"]) for u in written["unjudged"]] == [(2, True)]
+    summary = (pytester.path / "out.md").read_text()
+    assert "**2 passing test(s) not judged**: 2 by the stored CPU times" in summary
+    assert "The run fails for them (exit status 7)." in summary
     accepted = pytester.runpytest_subprocess(*common, "--profile-allow-ungated-cpu")
     assert accepted.ret == 0
     assert "(accepted: --profile-allow-ungated-cpu)" in " ".join(accepted.stdout.str().split())

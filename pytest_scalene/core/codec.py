@@ -62,6 +62,7 @@ def session_to_dict(session: SessionProfile) -> dict[str, Any]:
         "interval_s": session.interval_s,
         "clock": session.clock,
         "notes": list(session.notes),
+        "unjudged": [dict(entry) for entry in session.unjudged],
         "tests": {nodeid: test_to_dict(t) for nodeid, t in session.tests.items()},
     }
     if session.selection is not None:

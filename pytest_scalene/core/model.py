@@ -91,3 +91,6 @@ class SessionProfile:
     tests: dict[str, TestProfile] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. why a metric is unavailable
     selection: dict[str, Any] | None = None  # which tests the code map chose (selection/)
+    # The gates that could not judge passing tests, each {"gate", "tests": how many, "fails":
+    # whether that fails the run}, set at the session's end (gates/pipeline.py)
+    unjudged: list[dict[str, Any]] = field(default_factory=list)

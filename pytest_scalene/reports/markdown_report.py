@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config.options import EXIT_UNJUDGED
 from ..core import extra_keys
 from ..core.model import SessionProfile, TestProfile
 from ..core.verdict import REGRESSION, Verdict
@@ -37,6 +38,7 @@ class RunOutcomes:
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # nodeid, phase, message
     interrupted: str | None = None
+    exit_status: int = 0
 
     @classmethod
     def of(cls, session: Any) -> RunOutcomes:
@@ -54,7 +56,7 @@ class RunOutcomes:
             interrupted = "The run was interrupted"
         elif getattr(session, "shouldstop", False) or getattr(session, "shouldfail", False):
             interrupted = f"The run stopped early: {session.shouldstop or session.shouldfail}"
-        return cls(counts, failures, interrupted)
+        return cls(counts, failures, interrupted, int(getattr(session, "exitstatus", 0) or 0))
 
 
 def _first_line(report: Any) -> str:
@@ -71,6 +73,21 @@ def _outcome_lines(outcomes: RunOutcomes) -> list[str]:
     if outcomes.counts:
         out += ["Tests: " + ", ".join(f"{n} {k}" for k, n in outcomes.counts.items()) + ".", ""]
     return out
+
+
+def _unjudged_lines(unjudged: list[dict[str, Any]], exit_status: int) -> list[str]:
+    """The passing tests gates could not judge, as the terminal's last lines count them: a
+    summary must not read "all gates passed" alone over a run that exits for them."""
+    if not unjudged:
+        return []
+    total = sum(entry["tests"] for entry in unjudged)
+    counts = "; ".join(f"{entry['tests']} by {cell(entry['gate'])}" for entry in unjudged)
+    fails = (
+        f" The run fails for them (exit status {EXIT_UNJUDGED})."
+        if exit_status == EXIT_UNJUDGED
+        else ""
+    )
+    return ["", f"**{total} passing test(s) not judged**: {counts}.{fails}"]
 
 
 def _expected(verdict: Verdict) -> str:
@@ -253,6 +270,7 @@ def render(session: SessionProfile, rootdir: str, outcomes: RunOutcomes | None =
         )
     else:
         out.append(f"All {len(checked)} gates passed in {len(tests)} profiled tests.")
+    out += _unjudged_lines(session.unjudged, outcomes.exit_status)
     out.append("")
     notes = [f"_note: {cell(n)}_" for n in session.notes]
     room = MAX_CHARS - _size(out) - _size(notes)
