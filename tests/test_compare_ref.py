@@ -453,6 +453,21 @@ def test_a_saved_baseline_records_its_commit_and_cpu_distribution(pytester):
     assert any(line.get("samples", 0) > 0 and 0 < line["share"] <= 1 for line in entry["lines"])
 
 
+def test_a_stored_comparison_leaves_the_cpu_it_cannot_gate_to_the_ab_comparison(pytester):
+    # A test of ~40 ms: its stored CPU time could not fail a doubling (alone, exit status 7).
+    # With an A/B comparison in the same run, which judged its CPU, nothing is left unjudged.
+    repository(pytester)
+    args = ("-p", "no:cacheprovider", "--profile-memory=no")
+    pytester.runpytest_subprocess(*args, "--profile-save-baseline").assert_outcomes(passed=1)
+    alone = pytester.runpytest_subprocess(*args, "--profile-compare")
+    assert alone.ret == 7, alone.stdout.str()
+    both = compare(pytester, "--profile-compare")
+    said = " ".join(both.stdout.str().split())
+    assert both.ret == 0, said[-3000:]
+    assert "could not have caught a 2x slowdown in 1 of 1 compared tests" in said  # still said
+    assert "passing test(s) not judged" not in said
+
+
 # Whether glibc's mmap threshold still moves: a 1 MiB block is mapped; once it is freed, a
 # moving threshold rises above 1 MiB and the next 1 MiB block comes from the heap (no mapped
 # block left), while a fixed one maps it again.
