@@ -139,6 +139,28 @@ def test_merge_refuses_shards_that_do_not_fit_together(tmp_path, capsys, second,
     assert __import__("re").search(message, err) and not out.exists()
 
 
+def test_merge_adds_up_the_tests_each_shard_could_not_judge(tmp_path, capsys):
+    ab = {"gate": "the A/B comparison (--profile-compare-ref)", "tests": 2, "fails": True}
+    new = {"gate": "the A/B comparison: nothing to compare", "tests": 1, "fails": False}
+    paths = []
+    for name, unjudged in (("a", [ab, new]), ("b", [{**ab, "tests": 3}]), ("c", None)):
+        path = _profile(tmp_path / f"{name}.json", {f"t.py::{name}": TEST})
+        if unjudged is not None:  # c: a profile written before the key existed
+            data = json.loads((tmp_path / f"{name}.json").read_text())
+            (tmp_path / f"{name}.json").write_text(json.dumps({**data, "unjudged": unjudged}))
+        paths.append(path)
+    out, summary = tmp_path / "m.json", tmp_path / "m.md"
+    assert main(["merge", *paths, "-o", str(out), "--markdown", str(summary)]) == 0
+    assert json.loads(out.read_text())["unjudged"] == [{**ab, "tests": 5}, new]
+    assert "**6 passing test(s) not judged**: 5 by the A/B" in summary.read_text()
+    broken = _profile(tmp_path / "d.json", {"t.py::d": TEST})
+    (tmp_path / "d.json").write_text(
+        json.dumps({**json.loads((tmp_path / "d.json").read_text()), "unjudged": [{"gate": 1}]})
+    )
+    assert main(["merge", paths[0], broken, "-o", str(tmp_path / "n.json")]) == 2
+    assert "d.json: an 'unjudged' entry is not a gate's count" in capsys.readouterr().err
+
+
 def test_merge_names_a_file_that_is_not_a_profile(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{ truncated")

@@ -1,6 +1,7 @@
 """Merging the JSON profiles of N CI shards (or runners) into one profile: the tests of every
-shard, in shard order, with the notes of all. Shards must have run with the same sampling
-interval and clock (their figures would not compare otherwise) and must not share a test."""
+shard, in shard order, with the notes of all and their counts of tests no gate could judge.
+Shards must have run with the same sampling interval and clock (their figures would not compare
+otherwise) and must not share a test."""
 
 from __future__ import annotations
 
@@ -76,5 +77,28 @@ def merge_profiles(paths: Sequence[str | os.PathLike[str]]) -> SessionProfile:
                 raise MergeError(f"{path}: tests[{nodeid!r}] is not an object")
             origin[nodeid] = os.fspath(path)
             merged.tests[nodeid] = profile_from_dict(nodeid, test)
+        _add_unjudged(merged.unjudged, data, path)
     assert merged is not None
     return merged
+
+
+def _add_unjudged(into: list[dict[str, Any]], data: dict[str, Any], path: Any) -> None:
+    """A shard's `unjudged` entries added to the merged counts, per gate (absent from profiles
+    written before 2026-11-28)."""
+    entries = data.get("unjudged", [])
+    if not isinstance(entries, list):
+        raise MergeError(f"{path}: key 'unjudged' is not a list")
+    for entry in entries:
+        try:
+            gate, tests, fails = entry["gate"], entry["tests"], entry["fails"]
+        except (TypeError, KeyError):
+            raise MergeError(
+                f"{path}: an 'unjudged' entry is not a gate's count: {entry!r}"
+            ) from None
+        if not (isinstance(gate, str) and isinstance(tests, int) and isinstance(fails, bool)):
+            raise MergeError(f"{path}: an 'unjudged' entry is not a gate's count: {entry!r}")
+        same = next((e for e in into if (e["gate"], e["fails"]) == (gate, fails)), None)
+        if same is None:
+            into.append({"gate": gate, "tests": tests, "fails": fails})
+        else:
+            same["tests"] += tests
