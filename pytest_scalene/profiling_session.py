@@ -316,7 +316,7 @@ class SessionHooks:
             for line in run.outputs.errors:
                 terminalreporter.write_line(line, red=True, bold=True)
         if lines := terminal_summary.unjudged_lines(
-            {entry["gate"]: entry["tests"] for entry in run.profiler.session.unjudged},
+            run.profiler.session.unjudged,
             run.unjudged_status,
             run.gates.options.allow_unjudged,
             "--profile-allow-unjudged",

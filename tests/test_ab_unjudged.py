@@ -80,7 +80,7 @@ def test_a_test_whose_cpu_the_stored_times_or_the_history_could_not_gate_is_unju
 
 
 def test_the_last_lines_count_them_and_say_how_to_let_the_run_pass():
-    found = {AB_UNJUDGED.gate: 65}
+    found = [{"gate": AB_UNJUDGED.gate, "tests": 65, "fails": True}]
     failing = unjudged_lines(found, EXIT_UNJUDGED, False, "--profile-allow-unjudged")
     assert failing == [
         "65 passing test(s) not judged: 65 by the A/B comparison (--profile-compare-ref)",
@@ -89,7 +89,7 @@ def test_the_last_lines_count_them_and_say_how_to_let_the_run_pass():
     ]
     allowed = unjudged_lines(found, None, True, "--profile-allow-unjudged")
     assert allowed[0].endswith("(not a failure: --profile-allow-unjudged is set)")
-    assert unjudged_lines({}, EXIT_UNJUDGED, False, "--profile-allow-unjudged") == []
+    assert unjudged_lines([], EXIT_UNJUDGED, False, "--profile-allow-unjudged") == []
     assert EXIT_UNJUDGED not in {code.value for code in pytest.ExitCode}
 
 

@@ -187,7 +187,7 @@ def test_shorten_id_keeps_the_parts_that_tell_tests_apart() -> None:
 
 def test_unjudged_lines_wrap_at_their_phrases() -> None:
     lines = unjudged_lines(
-        {"the A/B comparison (--profile-compare-ref)": 65},
+        [{"gate": "the A/B comparison (--profile-compare-ref)", "tests": 65, "fails": True}],
         7,
         False,
         "--profile-allow-unjudged",

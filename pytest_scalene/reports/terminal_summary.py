@@ -9,7 +9,7 @@ the JSON and HTML reports hold everything.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -318,20 +318,22 @@ def render_summary(session: SessionProfile, rootdir: str, width: int = WIDTH) ->
 
 
 def unjudged_lines(
-    unjudged: dict[str, int],
+    unjudged: Sequence[Mapping[str, Any]],
     status: int | None,
     allowed: bool,
     allow_option: str,
     width: int | None = None,
 ) -> list[str]:
     """The last lines of the output when gates could not judge passing tests: `unjudged` counts
-    them per gate; `status`: the exit status set for them (None: not set); `allowed`: the user
-    let such runs pass with `allow_option`. With `width`, each is wrapped between its phrases."""
+    them per gate (SessionProfile.unjudged's entries); `status`: the exit status set for them
+    (None: not set); `allowed`: the user let such runs pass with `allow_option`. With `width`,
+    each is wrapped between its phrases."""
     if not unjudged:
         return []
-    counts = [f"{n} by {gate}," for gate, n in unjudged.items()]
+    counts = [f"{entry['tests']} by {entry['gate']}," for entry in unjudged]
     counts[-1] = counts[-1].removesuffix(",")
-    head = [f"{sum(unjudged.values())} passing test(s) not judged:", *counts]
+    total = sum(entry["tests"] for entry in unjudged)
+    head = [f"{total} passing test(s) not judged:", *counts]
     ini_key = allow_option.removeprefix("--").replace("-", "_")
     if status is not None:
         lines = [
