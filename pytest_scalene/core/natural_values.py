@@ -10,9 +10,9 @@ import re
 from typing import Any
 
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0}
-_NUMBER_UNIT = re.compile(
-    r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ%]*)\s*$"
-)
+# The patterns are compiled at their first use (re's own cache), not at import: most sessions
+# parse no such value, and compiling both cost every pytest session with the plugin ~1 ms.
+_NUMBER_UNIT = r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ%]*)\s*$"
 
 
 class BudgetError(ValueError):
@@ -54,7 +54,7 @@ def finite_number(value: Any, what: str) -> float:
 def parse_size(text: str, what: str, rate: bool = False) -> float:
     """'200 MB', '1.5 GB', '512 MiB' (and '50 MB/s' for a rate) -> MB."""
     example = "'50 MB/s'" if rate else "'200 MB'"
-    match = _SIZE.match(text)
+    match = re.match(_SIZE, text)
     unit = match.group(2).lower() if match else ""
     if match is not None and not unit:
         raise BudgetError(
@@ -83,14 +83,12 @@ _SIZE_UNITS = {
     "tb": 2.0**20,
     "tib": 2.0**20,
 }
-_SIZE = re.compile(
-    r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*(/\s*s)?\s*$"
-)
+_SIZE = r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*(/\s*s)?\s*$"
 
 
 def parse_duration(text: str) -> float:
     """'2 s', '500 ms', '0.01', '1.5sec' -> seconds (finite, >= 0)."""
-    match = _NUMBER_UNIT.match(text)
+    match = re.match(_NUMBER_UNIT, text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _DURATION_UNITS:
         raise ValueError(
@@ -104,7 +102,7 @@ def parse_duration(text: str) -> float:
 
 def parse_fraction(text: str) -> float:
     """'10%', '+10 %', '0.1' -> 0.1 (finite, >= 0)."""
-    match = _NUMBER_UNIT.match(text)
+    match = re.match(_NUMBER_UNIT, text)
     unit = match.group(2) if match else ""
     if match is None or unit not in ("", "%"):
         raise ValueError(

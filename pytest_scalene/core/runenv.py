@@ -143,13 +143,13 @@ def shim_loaded() -> bool:
         return False
 
 
-_ALLOCATOR = re.compile(r"(jemalloc|tcmalloc|mimalloc|hoard|snmalloc|rpmalloc)", re.IGNORECASE)
+_ALLOCATOR = r"(?i)(jemalloc|tcmalloc|mimalloc|hoard|snmalloc|rpmalloc)"  # compiled at first use
 
 
 def other_allocator() -> str | None:
     """The file name of an allocator the user preloaded (LD_PRELOAD as they set it), if any."""
     for entry in re.split(r"[:\s]+", os.environ.get("LD_PRELOAD", "")):
-        if entry and entry != str(shim_path()) and _ALLOCATOR.search(Path(entry).name):
+        if entry and entry != str(shim_path()) and re.search(_ALLOCATOR, Path(entry).name):
             return Path(entry).name
     return None
 

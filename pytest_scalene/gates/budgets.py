@@ -42,7 +42,7 @@ class Budget:
         return Budget({**defaults.limits, **self.limits}, self.regression)
 
 
-_COUNT = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKMG]?)\s*$")
+_COUNT = r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKMG]?)\s*$"  # compiled at first use
 _COUNT_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
 
 
@@ -56,7 +56,7 @@ def budget_of(item: pytest.Item) -> Budget:
 
 def parse_count(text: str, what: str) -> float:
     """'25M', '1.5 G', '800k', '2e6' -> a count."""
-    match = _COUNT.match(text)
+    match = re.match(_COUNT, text)
     if match is None:
         raise BudgetError(f"{what}: expected a count such as 25_000_000, '25M' or '1.5G'")
     return finite_number(float(match.group(1)) * _COUNT_UNITS[match.group(2)], what)
