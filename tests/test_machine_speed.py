@@ -7,6 +7,7 @@ that the machine's speed is not left to this machine's phases; the test's own CP
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
@@ -122,3 +123,25 @@ def test_slower_by():
     assert machine_speed.slower_by(0.001, 0.00114) == 1.0  # within the probe's own spread
     assert machine_speed.slower_by(None, 0.003) == 1.0  # a baseline saved without the probe
     assert machine_speed.probe_s() > 0
+
+
+def test_the_probe_reads_while_a_cpu_timer_is_armed():
+    # The sampler's CPU-time timer makes the process's clock advance at the kernel's ticks only:
+    # read on it, ~1 ms of probe work read 0.0 (or a whole tick).
+    previous = signal.signal(signal.SIGPROF, lambda signum, frame: None)
+    signal.setitimer(signal.ITIMER_PROF, 0.01, 0.01)
+    try:
+        readings = [machine_speed.probe_s() for _ in range(5)]
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        signal.signal(signal.SIGPROF, previous)
+    assert all(reading > 0 for reading in readings), readings
+
+
+def test_a_saved_baseline_keeps_the_real_probe(pytester: pytest.Pytester):
+    # No probe set by the test: the one timed beside the profiled runs, as a user saves it.
+    pytester.makepyfile(test_work=SUITE)
+    result = pytester.runpytest_subprocess(*FLAGS, "--profile-save-baseline", "--profile-repeat=4")
+    result.assert_outcomes(passed=1)
+    stored = json.loads((pytester.path / "baselines" / "test_work.py.json").read_text())
+    assert 0 < stored["tests"]["test_work.py::test_work"]["cpu"]["machine_s"] < 0.1
