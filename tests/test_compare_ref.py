@@ -447,7 +447,7 @@ def test_a_saved_baseline_records_its_commit_and_cpu_distribution(pytester):
     saved = json.loads((path / "baselines" / "test_work.py.json").read_text())
     entry = saved["tests"]["test_work.py::test_work"]
     assert entry["commit"] == head
-    assert entry["cpu"]["runs"] == 3  # the timed runs, after the warm-up
+    assert entry["cpu"]["runs"] == 4  # every run, the first included
     assert entry["cpu"]["min"] == entry["metrics"]["cpu_s"] <= entry["cpu"]["median"]
     assert entry["cpu"]["median"] <= entry["cpu"]["p90"] and entry["cpu"]["span_s"] > 0
     assert any(line.get("samples", 0) > 0 and 0 < line["share"] <= 1 for line in entry["lines"])

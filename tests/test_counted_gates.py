@@ -157,7 +157,7 @@ def test_one_run_on_one_side_and_several_on_the_other_is_noted(pytester):
     result.stdout.fnmatch_lines(
         [
             "*the baseline was saved with --profile-repeat=1, this run uses 3: one side's CPU "
-            "time is a first (cold) run, the other's the fastest warm run; use the same kind on "
+            "time is a first (cold) run, the other's the fastest of several; use the same kind on "
             "both sides (1 run, or 2 or more)"
         ]
     )

@@ -211,7 +211,7 @@ class StoredBaselines:
             notes.append(
                 f"the baseline was saved with --profile-repeat={stored.repeat}, this run uses "
                 f"{self.options.repeat}: one side's CPU time is a first (cold) run, the other's "
-                "the fastest warm run; use the same kind on both sides (1 run, or 2 or more)"
+                "the fastest of several; use the same kind on both sides (1 run, or 2 or more)"
             )
         return notes
 
@@ -297,8 +297,9 @@ def _slowed(entry: TestEntry, factor: float, metrics: tuple[str, ...]) -> TestEn
 
 def cold_first_call(profile: TestProfile, repeated: bool) -> bool:
     """The test's CPU figure is its process's first profiled call: without --profile-repeat
-    (`repeated`), whose CPU figures come from the runs after the first. Confirmation re-runs do
-    not change it: the figure they are judged against is the first call's."""
+    (`repeated`), whose CPU figures come from the fastest of its runs (its warm-up leaves
+    the first out). Confirmation re-runs do not change it: the figure they are judged against
+    is the first call's."""
     return bool(profile.extra.get(extra_keys.WARM_UP)) and not repeated
 
 

@@ -149,8 +149,8 @@ class Gates:
         if (more or confirming) and first_run_recorded_outcome(item):
             return  # a unittest skip or failure: its outcome comes with the report
         probing = self._probing
-        if probing and not more:
-            note_probe(profile)  # the first run is the figure
+        if probing:
+            note_probe(profile)  # beside the first run, a candidate for the fastest
         if more:
             rerun = rerun_of(item)
             run_again(self.profiler, nodeid, repeat.runs - 1, rerun, repeat.seconds, probe=probing)

@@ -82,7 +82,7 @@ def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs
             return
         time.sleep(pause)
         # rerun_of: the re-run's subtests, warnings and unittest records are not counted again
-        run_again(profiler, nodeid, runs, rerun_of(item), warmup=False, probe=True)
+        run_again(profiler, nodeid, runs, rerun_of(item), probe=True)
 
 
 def judge_report(

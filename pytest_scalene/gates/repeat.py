@@ -2,11 +2,14 @@
 runs have lasted that long), each run profiled on its own, and the test keeps one profile
 combining them, to damp noise. Baselines and comparisons combine the same way, so that both sides
 of a comparison measure alike (docs/baselines.md, "Which run each figure comes from"):
-- CPU figures (the test's and every line's) come from the fastest run after the first, the one
-  with the least CPU time. The first run is a warm-up: it faults in fresh pages and fills caches,
-  and later runs reuse them. Interference from other processes only ever adds CPU time, so the
-  fastest run is the one nearest to the code's own cost: on our shared 2-core VM the fastest of 3
-  runs varied by -7%/+29% around its median where single runs varied by -13%/+50%.
+- CPU figures (the test's and every line's) come from the fastest run, the one with the least
+  CPU time. Interference from other processes only ever adds CPU time, so the fastest run is the
+  one nearest to the code's own cost: on our shared 2-core VM the fastest of 3 runs varied by
+  -7%/+29% around its median where single runs varied by -13%/+50%. The first run is among the
+  candidates: its warm-up (fresh pages, cold caches, first calls) only adds CPU time, which
+  leaves it out on its own, while a machine that slows down after it (CI once ran every run of a
+  10 s save 1.28x slower than the first) would otherwise leave a slow baseline that hides a 2x
+  slowdown.
 - Every other figure (memory, copy volume and rate, leaks, GPU, timelines, the wall time) comes
   from the first run. These are counted, not timed, and the first run is the one a test with a
   single run has too: a repeat never changes them, and a baseline saved with N runs compares
@@ -51,13 +54,13 @@ def _counted_extra(first: LineStats | None, other: LineStats) -> dict[str, Any]:
     return {k: 0.0 for k, v in other.extra.items() if isinstance(v, (int, float))}
 
 
-def combine_runs(runs: list[TestProfile], warmup: bool = True) -> TestProfile:
-    """One profile for `runs` of the same test (module doc). `warmup`: runs[0] is the test's
-    first run, left out of the CPU figures; False when runs[0] already combines earlier runs."""
+def combine_runs(runs: list[TestProfile]) -> TestProfile:
+    """One profile for `runs` of the same test (module doc); runs[0] is the test's first run,
+    or the combination of its earlier runs (a confirmation's)."""
     if len(runs) == 1:
         return runs[0]
     first = runs[0]
-    fastest = min(runs[1:] if warmup else runs, key=lambda p: p.cpu_s)
+    fastest = min(runs, key=lambda p: p.cpu_s)
     merged = TestProfile(
         first.nodeid,
         outcome=runs[-1].outcome,
@@ -80,9 +83,9 @@ def combine_runs(runs: list[TestProfile], warmup: bool = True) -> TestProfile:
         )
     merged.extra[extra_keys.REPEAT] = len(runs)
     # Every timed run's CPU time, for the baseline's distribution (baseline_entry.cpu_distribution)
-    earlier = [] if warmup else first.extra.get(extra_keys.CPU_RUNS, [first.cpu_s])
+    earlier = first.extra.get(extra_keys.CPU_RUNS, [round(first.cpu_s, 6)])
     merged.extra[extra_keys.CPU_RUNS] = [*earlier, *(round(r.cpu_s, 6) for r in runs[1:])]
-    span = 0.0 if warmup else first.extra.get(extra_keys.CPU_RUNS_SPAN_S, first.elapsed_s)
+    span = first.extra.get(extra_keys.CPU_RUNS_SPAN_S, first.elapsed_s)
     merged.extra[extra_keys.CPU_RUNS_SPAN_S] = round(span + sum(r.elapsed_s for r in runs[1:]), 6)
     return merged
 
@@ -189,21 +192,21 @@ def run_again(
     times: int,
     call: Callable[[], object],
     until_s: float = 0.0,
-    warmup: bool = True,
     probe: bool = False,
 ) -> str | None:
     """Run `call` `times` more times, then more while the wall times of all runs add up to less
     than `until_s` (at most MAX_RUNS runs), each profiled apart, and replace the test's profile
-    (already in the session: the first run's when `warmup`) with the combination of all runs.
+    (already in the session: the first run's, or a combination of earlier runs) with the
+    combination of all runs.
     A run that raises (fails, skips) ends the repeats without changing the test's outcome: its
     profile is dropped and the others combined, the profile noting it under "not_repeatable";
     the note is returned (None when every run passed). An interrupt (Ctrl-C, pytest.exit)
     propagates. `probe`: the machine's speed is timed beside each run (machine_speed.py), its
-    fastest reading kept with the combined profile (with the earlier runs' when not `warmup`)."""
+    fastest reading (with the earlier runs') kept with the combined profile."""
     tests = profiler.session.tests
     runs = [tests.pop(nodeid)]
-    # the probe's fastest reading beside these runs (and the earlier ones combined in runs[0])
-    machine_s = None if warmup else runs[0].extra.get(extra_keys.MACHINE_S)
+    # the probe's fastest reading beside these runs and the earlier ones (in runs[0])
+    machine_s = runs[0].extra.get(extra_keys.MACHINE_S)
     note = runs[0].extra.get(extra_keys.NOT_REPEATABLE)
 
     def wanted() -> bool:
@@ -230,8 +233,7 @@ def run_again(
             if probe:
                 machine_s = fastest(machine_s)
     finally:
-        combined = tests[nodeid] = combine_runs(runs, warmup)
-        combined.extra.pop(extra_keys.MACHINE_S, None)  # the first run's, unless kept above
+        combined = tests[nodeid] = combine_runs(runs)
         if machine_s is not None:
             combined.extra[extra_keys.MACHINE_S] = machine_s
         if note is not None:
