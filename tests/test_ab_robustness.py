@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import sys
 import time
 import weakref
@@ -405,3 +406,33 @@ def test_a_benchmarked_call_of_microseconds_is_timed_over_many_calls():
     assert calls.count(3) == len(made) == 1  # fresh arguments for each call: one call a use
     timed.undo()
     assert type(fixture) is Fixture
+
+
+class _LibcBefore234:
+    """The program's symbols as glibc < 2.34 has them: no timer_create (it is in librt)."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "timer_create":
+            raise AttributeError(name)
+        return getattr(self._real, name)
+
+
+def test_the_worker_timer_finds_timer_create_in_librt(monkeypatch):
+    # Without it the worker fell back to ITIMER_PROF, a CPU-time timer, under which the
+    # process's CPU clock timing each run advances only at the kernel's ticks (4 ms here).
+    real = worker_sampler.ctypes.CDLL
+
+    def cdll(name: str | None, **kwargs: Any) -> Any:
+        return _LibcBefore234(real(None, **kwargs)) if name is None else real(name, **kwargs)
+
+    monkeypatch.setattr(worker_sampler.ctypes, "CDLL", cdll)
+    timer = worker_sampler.FineTimer()
+    assert timer.libc is not None
+    timer.arm(0.5)  # the POSIX timer, not setitimer: ITIMER_PROF stays unarmed
+    try:
+        assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    finally:
+        timer.disarm()

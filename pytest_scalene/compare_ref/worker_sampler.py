@@ -6,7 +6,9 @@ timer_create): ITIMER_PROF, a CPU-time timer, fires at most at the kernel's tick
 CPU-second measured here, whatever interval is asked), too few samples for a function's share
 of a 20 ms run. What each sample counts is CPU time (each thread's own CPU clock since the last
 signal), so a sample that arrives while the process waits or is descheduled weighs ~nothing.
-Both sides pay the same signals. Without timer_create, ITIMER_PROF.
+Both sides pay the same signals. Without timer_create (in libc from glibc 2.34, in librt
+before), ITIMER_PROF: a CPU-time timer, under which the process's CPU clock that times the
+runs advances only at the kernel's ticks (4 ms here), too coarse for a test of milliseconds.
 
 Like worker.py, this module imports nothing from pytest_scalene and is loaded by path in a
 worker session.
@@ -85,11 +87,13 @@ class FineTimer:
         self.libc: Any = None
         try:
             libc = ctypes.CDLL(None, use_errno=True)
+            if not hasattr(libc, "timer_create"):  # glibc < 2.34 keeps it in librt
+                libc = ctypes.CDLL("librt.so.1", use_errno=True)
             event = _Sigevent(None, signal.SIGPROF, 0)
             if libc.timer_create(CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(self.timer)):
                 raise OSError(ctypes.get_errno(), "timer_create")
             self.libc = libc
-        except (OSError, AttributeError):  # no timer_create (glibc < 2.34 keeps it in librt)
+        except (OSError, AttributeError):  # no timer_create anywhere
             pass
 
     def arm(self, interval_s: float) -> None:
