@@ -5,6 +5,7 @@ that must both fail, each naming its line (docs/baselines.md)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -93,8 +94,22 @@ def test_unchanged_reruns_pass_and_injected_regressions_fail_naming_the_line(pyt
         r"CPU time regressed at test_work.py:17 spin `total \+= i \* i % 5`: .*allowed \+75%\)"
     )
     result = _compare(pytester)
-    result.assert_outcomes(failed=1)
-    result.stdout.re_match_lines([cpu_line])
+    # Where the machine ran measurably slower than at the save through every confirmation round
+    # (a phase of over ~30 s), the gate says it cannot tell the 2x from the machine and leaves
+    # the CPU not judged (docs/baselines.md, rule 4): exit status 7 or the memory failure, never
+    # a pass. Otherwise the slowed line fails.
+    excused = re.search(
+        r"CPU time not judged: .*, but the machine runs \d+\.\d\dx slower than when the "
+        r"baseline was saved",
+        " ".join(result.stdout.str().split()),
+    )
+    if excused is None:
+        result.stdout.re_match_lines([cpu_line])
+    if memory or excused is None:
+        result.assert_outcomes(failed=1)
+    else:
+        result.assert_outcomes(passed=1)
+        assert result.ret == 7
     if not memory:
         pytest.skip(
             "the memory half needs the memory shim, which was not active in the runs "
