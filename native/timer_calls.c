@@ -45,7 +45,8 @@ static int parse(PyObject* const* args, Py_ssize_t nargs, Py_ssize_t want, const
 // begin(signum, handler, itimer, interval_s) -> (user_s, system_s, until_expiry_s) or None.
 // None, with nothing changed, where the signal's kernel handler is no longer `handler` or the
 // timer is running: code that bypassed the signal guard took them (the caller then looks why).
-// Else the timer is armed with `interval_s` and the clocks are read after arming.
+// Else the timer is armed with `interval_s` and the clocks are read after arming. Arming returns
+// the timer as it was, so no getitimer first: a running one (rare) is put back as it was.
 static PyObject* begin(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
   if (!parse(args, nargs, 4, "begin")) return NULL;
   int signum = (int)PyLong_AsLong(args[0]);
@@ -54,12 +55,14 @@ static PyObject* begin(PyObject* module, PyObject* const* args, Py_ssize_t nargs
   double interval = PyFloat_AsDouble(args[3]);
   if (PyErr_Occurred()) return NULL;
   struct sigaction action;
-  struct itimerval timer;
+  struct itimerval timer, was;
   if (sigaction(signum, NULL, &action) != 0 || (void*)action.sa_handler != handler) Py_RETURN_NONE;
-  if (getitimer(which, &timer) != 0) return PyErr_SetFromErrno(PyExc_OSError);
-  if (timer.it_value.tv_sec != 0 || timer.it_value.tv_usec != 0) Py_RETURN_NONE;
   timer.it_interval = timer.it_value = timeval_up(interval);
-  if (setitimer(which, &timer, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  if (setitimer(which, &timer, &was) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  if (was.it_value.tv_sec != 0 || was.it_value.tv_usec != 0) {
+    if (setitimer(which, &was, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+  }
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) != 0 || getitimer(which, &timer) != 0)
     return PyErr_SetFromErrno(PyExc_OSError);
@@ -68,19 +71,18 @@ static PyObject* begin(PyObject* module, PyObject* const* args, Py_ssize_t nargs
 }
 
 // end(itimer, interval_s) -> (user_s, system_s): the timer disarmed where it is still the
-// sampler's (its interval `interval_s` as getitimer read it, or expired), then the clocks read.
+// sampler's (its interval `interval_s` as getitimer reads it, or expired), then the clocks read.
+// Disarming returns the timer as it was: another's (rare) is put back.
 static PyObject* end(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
   if (!parse(args, nargs, 2, "end")) return NULL;
   int which = (int)PyLong_AsLong(args[0]);
   double interval = PyFloat_AsDouble(args[1]);
   if (PyErr_Occurred()) return NULL;
-  struct itimerval timer;
-  if (getitimer(which, &timer) != 0) return PyErr_SetFromErrno(PyExc_OSError);
-  double running = timer_seconds(timer.it_interval);
-  if (running == 0.0 || running == interval) {
-    struct itimerval off = {{0, 0}, {0, 0}};
-    if (setitimer(which, &off, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
-  }
+  struct itimerval off = {{0, 0}, {0, 0}}, was;
+  if (setitimer(which, &off, &was) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  double running = timer_seconds(was.it_interval);
+  if (running != 0.0 && running != interval && setitimer(which, &was, NULL) != 0)
+    return PyErr_SetFromErrno(PyExc_OSError);
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) != 0) return PyErr_SetFromErrno(PyExc_OSError);
   return Py_BuildValue("(dd)", usage_seconds(usage.ru_utime), usage_seconds(usage.ru_stime));
