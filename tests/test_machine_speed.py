@@ -145,3 +145,52 @@ def test_a_saved_baseline_keeps_the_real_probe(pytester: pytest.Pytester):
     result.assert_outcomes(passed=1)
     stored = json.loads((pytester.path / "baselines" / "test_work.py.json").read_text())
     assert 0 < stored["tests"]["test_work.py::test_work"]["cpu"]["machine_s"] < 0.1
+
+
+TWO_TESTS = """
+import os
+from pathlib import Path
+
+
+def spin(n):
+    total = 0
+    for i in range(n):
+        total += i * i % 5
+    return total
+
+
+def run(name):
+    runs = Path(name + ".txt")
+    runs.write_text(str(int(runs.read_text()) + 1 if runs.exists() else 1))
+    spin(int(float(os.environ.get("FACTOR", "1")) * 2_000_000))
+
+
+def test_a():
+    run("a")
+
+
+def test_b():
+    run("b")
+"""
+
+
+def test_a_machine_found_slow_is_not_waited_for_again_test_by_test(pytester, monkeypatch):
+    # Both tests 6x the work on a machine 6x slower throughout: the first waits through the
+    # machine's rounds (1 run + 4 confirmation rounds + 5 more), the second, confirmed right
+    # after, does not wait again (1 + 4); both are not judged, saying why.
+    pytester.makepyfile(test_work=TWO_TESTS, conftest=CONFTEST)
+    fast, slow = (
+        {"PROBE_MS": "1.0", "SLOW_PROBE_MS": "1.0"},
+        {"PROBE_MS": "6.0", "SLOW_PROBE_MS": "6.0"},
+    )
+    result = _run(pytester, monkeypatch, "--profile-save-baseline", **fast)
+    result.assert_outcomes(passed=2)
+    for name in ("a", "b"):
+        (pytester.path / f"{name}.txt").unlink()
+    result = _run(pytester, monkeypatch, "--profile-compare", FACTOR="6", **slow)
+    result.assert_outcomes(passed=2)
+    assert result.ret == 7
+    runs = [int((pytester.path / f"{name}.txt").read_text()) for name in ("a", "b")]
+    assert runs == [10, 5]
+    said = " ".join(result.stdout.str().split())
+    assert said.count("but the machine runs 6.00x slower than when the baseline was saved") == 2

@@ -58,16 +58,29 @@ class Judge(Protocol):
         ...
 
 
+# When a test's suspect outlasted every round with the machine still slower than at the save,
+# the tests confirmed within this many seconds after it skip the machine's rounds (20 s of
+# pauses each): a slow phase that outlasts them is met by every gated test in it, and a suite of
+# a hundred would wait half an hour to be told, test by test, what the first one found.
+SLOW_MACHINE_MEMORY_S = 60.0
+_slow_machine_seen = [-float("inf")]  # time.monotonic() when one last did
+
+
 def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs: int) -> None:
     """A timed CPU regression must survive more runs after pauses before it fails: on a shared
     machine another process can slow every run of a test for seconds. Each round re-runs the
     call `runs` times; the fastest of all runs is what the judges then judge (docs/baselines.md,
     the noise rule). The machine's speed is timed beside the runs (gates/machine_speed.py), and
     while a judge's figure was saved on a faster machine than this one is now, up to
-    MACHINE_PAUSES_S more rounds wait for it. The re-runs change only the CPU figures, never
-    the counted ones."""
+    MACHINE_PAUSES_S more rounds wait for it (not where another test's wait ran out within
+    SLOW_MACHINE_MEMORY_S). The re-runs change only the CPU figures, never the counted ones."""
     confirming = [judge for judge in judges if judge.confirms_cpu]
     nodeid = item.nodeid
+    waited_out = time.monotonic() - _slow_machine_seen[0] < SLOW_MACHINE_MEMORY_S
+
+    def waiting(profile: TestProfile) -> bool:
+        return any(judge.waits_for_machine(item, profile) for judge in confirming)
+
     for index, pause in enumerate((*CONFIRM_PAUSES_S, *MACHINE_PAUSES_S)):
         profile = profiler.session.tests[nodeid]
         if extra_keys.NOT_REPEATABLE in profile.extra:
@@ -76,13 +89,14 @@ def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs
             return
         if index == 0:
             note_probe(profile)  # beside the runs so far
-        elif index >= len(CONFIRM_PAUSES_S) and not any(
-            judge.waits_for_machine(item, profile) for judge in confirming
-        ):
+        elif index >= len(CONFIRM_PAUSES_S) and (waited_out or not waiting(profile)):
             return
         time.sleep(pause)
         # rerun_of: the re-run's subtests, warnings and unittest records are not counted again
         run_again(profiler, nodeid, runs, rerun_of(item), probe=True)
+    profile = profiler.session.tests[nodeid]
+    if any(judge.cpu_suspect(item, profile) for judge in confirming) and waiting(profile):
+        _slow_machine_seen[0] = time.monotonic()
 
 
 def judge_report(
