@@ -13,7 +13,7 @@ import pytest
 
 from pytest_scalene.gates import machine_speed
 
-SUITE = """
+WORK = """
 import os
 from pathlib import Path
 
@@ -23,7 +23,10 @@ def spin(n):
     for i in range(n):
         total += i * i % 5
     return total
-
+"""
+SUITE = (
+    WORK
+    + """
 
 def test_work():
     runs = Path("runs.txt")  # a slow phase: the first SLOW_RUNS runs are 6x the work
@@ -32,6 +35,7 @@ def test_work():
     factor = 6.0 if done < int(os.environ.get("SLOW_RUNS", "0")) else 1.0
     spin(int(float(os.environ.get("FACTOR", "1")) * factor * 2_000_000))
 """
+)
 # The probe reads PROBE_MS, or SLOW_PROBE_MS while the test's slow phase lasts; no pauses.
 CONFTEST = """
 import os
@@ -147,17 +151,9 @@ def test_a_saved_baseline_keeps_the_real_probe(pytester: pytest.Pytester):
     assert 0 < stored["tests"]["test_work.py::test_work"]["cpu"]["machine_s"] < 0.1
 
 
-TWO_TESTS = """
-import os
-from pathlib import Path
-
-
-def spin(n):
-    total = 0
-    for i in range(n):
-        total += i * i % 5
-    return total
-
+TWO_TESTS = (
+    WORK
+    + """
 
 def run(name):
     runs = Path(name + ".txt")
@@ -172,6 +168,7 @@ def test_a():
 def test_b():
     run("b")
 """
+)
 
 
 def test_a_machine_found_slow_is_not_waited_for_again_test_by_test(pytester, monkeypatch):

@@ -296,8 +296,8 @@ def add_gate_options(group: pytest.OptionGroup) -> None:
         default=Repeat(),
         metavar="N|SECONDS",
         help="run each profiled test's call N times, or (e.g. 10s) until its runs have lasted "
-        "that long; CPU from the fastest run, the counted "
-        "figures (memory, copy volume) from the first run (default 1)",
+        "that long; CPU from the fastest run, the counted figures (memory, copy volume) from "
+        "the first run (default 1)",
     )
     add(
         "--profile-markdown",

@@ -42,9 +42,10 @@ def _work() -> int:
 
 def probe_s() -> float:
     """The fastest CPU seconds of PROBE_RUNS runs of the probe, on this thread's clock: while a
-    CPU-time timer is armed (the sampler's) the process's clock advances only at the kernel's
-    ticks (4 ms here), and ~1 ms of work read 0.0 or 4 ms, which saved baselines with a
-    machine speed of 0 (no excuse ever) and made the confirmation's readings noise."""
+    CPU-time timer is armed (the sampler's), and for up to a tick after, the process's clock
+    advances only at the kernel's ticks (4 ms here): ~1 ms of work read 0.0 or a tick, baselines
+    were often saved with a machine speed of 0 (which excuses nothing) and the confirmation's
+    readings were noise."""
     best = float("inf")
     for _ in range(PROBE_RUNS):
         start = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
