@@ -12,6 +12,7 @@ import signal
 import pytest
 
 from pytest_scalene.gates import machine_speed
+from pytest_scalene.history.recent_runs import machine_then
 
 WORK = """
 import os
@@ -126,6 +127,10 @@ def test_slower_by():
     assert machine_speed.slower_by(0.002, 0.001) == 1.0  # faster now: nothing to excuse
     assert machine_speed.slower_by(0.001, 0.00114) == 1.0  # within the probe's own spread
     assert machine_speed.slower_by(None, 0.003) == 1.0  # a baseline saved without the probe
+    # The process clock's tick, read until 2026-11-28: 0.0, or a part of a tick. No speed.
+    assert machine_speed.slower_by(0.0, 0.003) == machine_speed.slower_by(0.00002, 0.003) == 1.0
+    past = [{"machine_s": 0.0}, {"machine_s": 0.00002}, {"machine_s": 0.001}, {}]
+    assert machine_then(past) == 0.001  # the history's runs recorded then: left out
     assert machine_speed.probe_s() > 0
 
 

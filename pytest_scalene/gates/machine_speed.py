@@ -24,6 +24,7 @@ import time
 
 from ..core import extra_keys
 from ..core.model import TestProfile
+from ..core.natural_values import is_number
 
 PROBE_LOOPS = 25_000  # ~1.4 ms of CPU here in a fast phase
 PROBE_RUNS = 3  # the fastest of them: one run can take an interrupt
@@ -31,6 +32,10 @@ PROBE_RUNS = 3  # the fastest of them: one run can take an interrupt
 # (90th percentile) above the fastest of 7 minutes' (2026-11-27). A machine no slower than this
 # runs as fast as at the save: a regression there is judged, and the confirmation does not wait.
 SAME_SPEED = 1.15
+# No machine runs the probe's loops in under 0.1 ms (4 ns a loop; 0.7-1.4 ms here): a reading
+# below it is no speed but the process clock's tick, read until 2026-11-28 (probe_s), kept in a
+# baseline or a history saved then. It is taken as no reading.
+FLOOR_S = 1e-4
 
 
 def _work() -> int:
@@ -96,10 +101,15 @@ def note_probe(profile: TestProfile) -> None:
     profile.extra[extra_keys.MACHINE_S] = fastest(profile.extra.get(extra_keys.MACHINE_S))
 
 
+def plausible(reading: object) -> bool:
+    """Whether `reading` is a probe's time at all (FLOOR_S)."""
+    return is_number(reading) and reading >= FLOOR_S
+
+
 def slower_by(saved: object, now: object) -> float:
     """How many times slower the machine runs now than when the figure was saved (1.0 when it
     runs within SAME_SPEED of it or faster, or either probe is missing)."""
-    if not isinstance(saved, (int, float)) or not isinstance(now, (int, float)) or saved <= 0:
+    if not plausible(saved) or not plausible(now):
         return 1.0
     ratio = now / saved
     return ratio if ratio > SAME_SPEED else 1.0

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.natural_values import is_number
 from ..core.verdict import REGRESSION, Verdict
 from ..gates.comparison import CPU_TIMED
-from ..gates.machine_speed import explains_growth, slower_by
+from ..gates.machine_speed import explains_growth, plausible, slower_by
 from ..gates.metrics import COMPARED
 from ..gates.noise_rule import NoiseRule
 
@@ -55,7 +54,7 @@ def _spread(values: Sequence[float], median: float) -> float:
 def machine_then(past: Sequence[dict[str, Any]]) -> float | None:
     """The median of the machine's speed read beside the earlier runs (gates/machine_speed.py),
     None where none was (runs recorded before schema 4)."""
-    readings = [float(p["machine_s"]) for p in past if is_number(p.get("machine_s"))]
+    readings = [float(p["machine_s"]) for p in past if plausible(p.get("machine_s"))]
     return statistics.median(readings) if readings else None
 
 
