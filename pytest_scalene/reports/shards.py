@@ -89,12 +89,8 @@ def _add_unjudged(into: list[dict[str, Any]], data: dict[str, Any], path: Any) -
     if not isinstance(entries, list):
         raise MergeError(f"{path}: key 'unjudged' is not a list")
     for entry in entries:
-        try:
-            gate, tests, fails = entry["gate"], entry["tests"], entry["fails"]
-        except (TypeError, KeyError):
-            raise MergeError(
-                f"{path}: an 'unjudged' entry is not a gate's count: {entry!r}"
-            ) from None
+        fields = entry if isinstance(entry, dict) else {}
+        gate, tests, fails = fields.get("gate"), fields.get("tests"), fields.get("fails")
         if not (isinstance(gate, str) and isinstance(tests, int) and isinstance(fails, bool)):
             raise MergeError(f"{path}: an 'unjudged' entry is not a gate's count: {entry!r}")
         same = next((e for e in into if (e["gate"], e["fails"]) == (gate, fails)), None)
