@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/time.h>
+#include <time.h>
 
 // signalmodule.c and resource.c: seconds from a timeval.
 static double timer_seconds(struct timeval tv) { return tv.tv_sec + (tv.tv_usec / 1000000.0); }
@@ -42,13 +43,38 @@ static int parse(PyObject* const* args, Py_ssize_t nargs, Py_ssize_t want, const
   return 0;
 }
 
-// begin(signum, handler, itimer, interval_s) -> (user_s, system_s, until_expiry_s) or None.
-// None, with nothing changed, where the signal's kernel handler is no longer `handler` or the
-// timer is running: code that bypassed the signal guard took them (the caller then looks why).
-// Else the timer is armed with `interval_s` and the clocks are read after arming. Arming returns
-// the timer as it was, so no getitimer first: a running one (rare) is put back as it was.
+// The test's start while no sample has landed in it (most tests end before the first): kept here
+// by begin(..., threads, main_ident), charged by end_test, handed to Python by start_readings
+// when a sample lands first. Python then keeps no reading of its own: one call at each end of
+// the test is all the CPU sampler's work in Python (docs/benchmarks-ms-suite.md).
+static struct {
+  int held;
+  double user, system, wall, until_expiry;
+} start;
+
+// time.perf_counter() as Python computes it: CLOCK_MONOTONIC in nanoseconds, then seconds.
+static double perf_counter_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec) / 1e9;
+}
+
+// Whether threading knows the main thread alone (threads.only_main_thread): `threads` is
+// threading._active, `main_ident` the main thread's ident.
+static int only_main_thread(PyObject* threads, PyObject* main_ident) {
+  if (!PyDict_Check(threads) || PyDict_GET_SIZE(threads) != 1) return 0;
+  return PyDict_Contains(threads, main_ident) == 1;
+}
+
+// begin(signum, handler, itimer, interval_s[, threads, main_ident]) -> (user_s, system_s,
+// until_expiry_s), True or None. None, with nothing changed, where the signal's kernel handler is
+// no longer `handler` or the timer is running: code that bypassed the signal guard took them (the
+// caller then looks why). Else the timer is armed with `interval_s` and the clocks are read after
+// arming. Arming returns the timer as it was, so no getitimer first: a running one (rare) is put
+// back as it was. Given `threads` and `main_ident` where threading knows the main thread alone,
+// the readings (and perf_counter's) are kept here for end_test, and True is returned.
 static PyObject* begin(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
-  if (!parse(args, nargs, 4, "begin")) return NULL;
+  if (nargs != 6 && !parse(args, nargs, 4, "begin")) return NULL;
   int signum = (int)PyLong_AsLong(args[0]);
   void* handler = PyLong_AsVoidPtr(args[1]);
   int which = (int)PyLong_AsLong(args[2]);
@@ -66,8 +92,15 @@ static PyObject* begin(PyObject* module, PyObject* const* args, Py_ssize_t nargs
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) != 0 || getitimer(which, &timer) != 0)
     return PyErr_SetFromErrno(PyExc_OSError);
-  return Py_BuildValue("(ddd)", usage_seconds(usage.ru_utime), usage_seconds(usage.ru_stime),
-                       timer_seconds(timer.it_value));
+  double user = usage_seconds(usage.ru_utime), system = usage_seconds(usage.ru_stime);
+  double until_expiry = timer_seconds(timer.it_value);
+  start.held = nargs == 6 && only_main_thread(args[4], args[5]);
+  if (!start.held) return Py_BuildValue("(ddd)", user, system, until_expiry);
+  start.user = user;
+  start.system = system;
+  start.until_expiry = until_expiry;
+  start.wall = perf_counter_seconds();
+  Py_RETURN_TRUE;
 }
 
 // end(itimer, interval_s) -> (user_s, system_s): the timer disarmed where it is still the
@@ -88,12 +121,89 @@ static PyObject* end(PyObject* module, PyObject* const* args, Py_ssize_t nargs) 
   return Py_BuildValue("(dd)", usage_seconds(usage.ru_utime), usage_seconds(usage.ru_stime));
 }
 
+// start_readings() -> (user_s, system_s, wall_s, until_expiry_s) kept by begin, or None; they
+// are Python's from then on (a sample landed, or the test ends on the general path).
+static PyObject* start_readings(PyObject* module, PyObject* unused) {
+  if (!start.held) Py_RETURN_NONE;
+  start.held = 0;
+  return Py_BuildValue("(dddd)", start.user, start.system, start.wall, start.until_expiry);
+}
+
+// signal_delay.SignalDelay.python_share for a test no sample landed in: the timer's start as
+// prompt as a handler on time, `elapsed` on the timer's clock since.
+static double python_share(double used, double elapsed, double until_expiry, int wall,
+                           double prompt_s) {
+  if (elapsed <= 0 || elapsed <= until_expiry) return 1.0;
+  double before_expiry = fmin(elapsed, until_expiry);
+  double after_expiry = elapsed - before_expiry;
+  double running = wall ? fmin(1.0, used / elapsed) : 1.0;
+  int prompt = after_expiry * running <= prompt_s;
+  double python = before_expiry * (1 + prompt) / 2 + after_expiry * prompt;
+  return python / elapsed;
+}
+
+// The profile's CPU attributes, interned at the module's import: a name made from a C string at
+// each call is hashed and compared in full at every look-up.
+static PyObject *cpu_python_s, *cpu_native_s, *cpu_system_s;
+
+// profile.<name> += value, for a float attribute.
+static int add_to(PyObject* profile, PyObject* name, double value) {
+  PyObject* was = PyObject_GetAttr(profile, name);
+  if (was == NULL) return -1;
+  double total = PyFloat_AsDouble(was);
+  Py_DECREF(was);
+  if (total == -1.0 && PyErr_Occurred()) return -1;
+  PyObject* now = PyFloat_FromDouble(total + value);
+  if (now == NULL) return -1;
+  int failed = PyObject_SetAttr(profile, name, now);
+  Py_DECREF(now);
+  return failed;
+}
+
+// end_test(itimer, interval_s, profile, threads, main_ident, wall, prompt_s) -> used_s or None.
+// The test begun by begin(..., threads, main_ident), where threading still knows the main thread
+// alone: end() and cpu_sampler._final_main_only in one call, the CPU time since the start
+// charged to `profile` (cpu_python_s, cpu_native_s, cpu_system_s) and returned. None, nothing
+// done, where begin kept no readings or other threads run: the caller takes start_readings.
+static PyObject* end_test(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  if (!parse(args, nargs, 7, "end_test")) return NULL;
+  if (!start.held || !only_main_thread(args[3], args[4])) Py_RETURN_NONE;
+  int wall = PyObject_IsTrue(args[5]);
+  double prompt_s = PyFloat_AsDouble(args[6]);
+  if (wall == -1 || (prompt_s == -1.0 && PyErr_Occurred())) return NULL;
+  PyObject* ended = end(module, args, 2);  // (itimer, interval_s)
+  if (ended == NULL) return NULL;
+  double user_now = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(ended, 0));
+  double system_now = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(ended, 1));
+  Py_DECREF(ended);
+  start.held = 0;
+  double user = fmax(0.0, user_now - start.user);
+  double system = fmax(0.0, system_now - start.system);
+  double used = user + system;
+  if (used > 0) {
+    double elapsed = wall ? perf_counter_seconds() - start.wall
+                          : (user_now + system_now) - (start.user + start.system);
+    double python = user * python_share(used, elapsed, start.until_expiry, wall, prompt_s);
+    if (add_to(args[2], cpu_python_s, python) != 0 ||
+        add_to(args[2], cpu_native_s, user - python) != 0 ||
+        add_to(args[2], cpu_system_s, system) != 0)
+      return NULL;
+  }
+  return PyFloat_FromDouble(used);
+}
+
 static PyMethodDef methods[] = {
     {"kernel_handler", kernel_handler, METH_O,
      "kernel_handler(signum): the kernel's handler address (0 default, 1 ignore), or None."},
     {"begin", (PyCFunction)(void (*)(void))begin, METH_FASTCALL,
      "begin(signum, handler, itimer, interval_s): (user_s, system_s, until_expiry_s), or None "
-     "where the signal's handler is not `handler` or the timer runs."},
+     "where the signal's handler is not `handler` or the timer runs; True where the readings "
+     "are kept for end_test (begin(..., threads, main_ident), the main thread alone)."},
+    {"start_readings", start_readings, METH_NOARGS,
+     "start_readings(): (user_s, system_s, wall_s, until_expiry_s) kept by begin, or None."},
+    {"end_test", (PyCFunction)(void (*)(void))end_test, METH_FASTCALL,
+     "end_test(itimer, interval_s, profile, threads, main_ident, wall, prompt_s): end() and the "
+     "CPU time since begin charged to `profile`; None where begin kept nothing or threads run."},
     {"end", (PyCFunction)(void (*)(void))end, METH_FASTCALL,
      "end(itimer, interval_s): disarm the sampler's timer, then (user_s, system_s)."},
     {NULL, NULL, 0, NULL}};
@@ -101,4 +211,10 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_timer_calls",
                                     "The CPU sampler's per-test system calls.", -1, methods};
 
-PyMODINIT_FUNC PyInit__timer_calls(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__timer_calls(void) {
+  cpu_python_s = PyUnicode_InternFromString("cpu_python_s");
+  cpu_native_s = PyUnicode_InternFromString("cpu_native_s");
+  cpu_system_s = PyUnicode_InternFromString("cpu_system_s");
+  if (cpu_python_s == NULL || cpu_native_s == NULL || cpu_system_s == NULL) return NULL;
+  return PyModule_Create(&module);
+}

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import resource
 import signal
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +20,7 @@ from pytest_scalene.core.model import TestProfile
 from pytest_scalene.sampling import timers
 from pytest_scalene.sampling.cpu_sampler import CpuSampler
 from pytest_scalene.sampling.scope import CodeScope
+from pytest_scalene.sampling.signal_delay import SignalDelay
 
 calls = pytest.importorskip("pytest_scalene._timer_calls", reason="the extension is not built")
 
@@ -95,6 +98,10 @@ class Counting:
         self.ended += 1
         return calls.end(*args)
 
+    def end_test(self, *args: Any) -> Any:
+        self.ended += 1
+        return calls.end_test(*args)
+
 
 def busy(seconds: float) -> None:
     start = resource.getrusage(resource.RUSAGE_SELF).ru_utime
@@ -130,3 +137,150 @@ def test_the_sampler_takes_one_call_at_each_end_of_a_test(
     # The first test takes the signal and arms in Python (the timer's rounding is not known
     # before); every later one is one call at each end.
     assert (counting.begun, counting.ended) == (2, 3)
+
+
+# -- the lane: the start's readings kept in C, the end charged in one call --------------------
+MAIN = threading.main_thread().ident
+
+
+@pytest.fixture
+def other_thread() -> Iterator[threading.Thread]:
+    """A thread threading knows, alive until the test ends."""
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        done.set()
+        thread.join()
+
+
+def test_begin_keeps_the_readings_where_the_main_thread_runs_alone(python_handler: int) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    wall_before = time.perf_counter()
+    assert calls.begin(SIGNUM, python_handler, ITIMER, 0.01, threading._active, MAIN) is True
+    wall_after = time.perf_counter()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    user, system, wall, until_expiry = calls.start_readings()
+    assert before.ru_utime <= user <= after.ru_utime
+    assert before.ru_stime <= system <= after.ru_stime
+    assert wall_before <= wall <= wall_after  # perf_counter's clock
+    assert 0.0 < until_expiry <= signal.getitimer(ITIMER)[1] + 0.011
+    assert calls.start_readings() is None  # handed over once
+
+
+def test_begin_returns_the_readings_where_other_threads_run(
+    python_handler: int, other_thread: threading.Thread
+) -> None:
+    reading = calls.begin(SIGNUM, python_handler, ITIMER, 0.01, threading._active, MAIN)
+    assert isinstance(reading, tuple) and len(reading) == 3
+    assert calls.start_readings() is None
+
+
+def _end_test(profile: TestProfile) -> Any:
+    interval = signal.getitimer(ITIMER)[1]
+    return calls.end_test(ITIMER, interval, profile, threading._active, MAIN, False, 0.005)
+
+
+def test_end_test_charges_a_test_no_sample_landed_in_as_python(python_handler: int) -> None:
+    profile = TestProfile("t")
+    profile.cpu_python_s = 1.0  # added to, not replaced (a test that runs again)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    assert calls.begin(SIGNUM, python_handler, ITIMER, 5.0, threading._active, MAIN) is True
+    busy(0.05)
+    used = _end_test(profile)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    measured = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert signal.getitimer(ITIMER) == (0.0, 0.0)
+    assert 0.9 * measured <= used <= measured
+    charged = profile.cpu_python_s - 1.0 + profile.cpu_native_s + profile.cpu_system_s
+    assert charged == pytest.approx(used)
+    assert profile.cpu_native_s == 0.0  # before the timer's expiry: bytecode ran throughout
+
+
+def test_end_test_splits_a_test_past_the_expiry_as_the_signal_delay_does(
+    python_handler: int,
+) -> None:
+    # The signal blocked: the timer expires, no handler runs. Python's SignalDelay then credits
+    # Python with half the stretch before the expiry and none of the late part.
+    profile = TestProfile("t")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {SIGNUM})
+    try:
+        assert calls.begin(SIGNUM, python_handler, ITIMER, 0.01, threading._active, MAIN)
+        busy(0.08)
+        used = _end_test(profile)
+    finally:
+        if SIGNUM in signal.sigpending():
+            signal.sigtimedwait([SIGNUM], 0)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {SIGNUM})
+    user = profile.cpu_python_s + profile.cpu_native_s
+    delay = SignalDelay(0.01, "cpu")
+    delay.restart(0.0, 0.01)
+    expected = delay.python_share(used, used)  # ITIMER_VIRTUAL: user time is the timer's clock
+    assert 0.03 < profile.cpu_python_s / user < 0.2
+    assert profile.cpu_python_s / user == pytest.approx(expected, abs=0.05)
+
+
+def test_end_test_leaves_a_test_where_another_thread_runs_now(python_handler: int) -> None:
+    assert calls.begin(SIGNUM, python_handler, ITIMER, 5.0, threading._active, MAIN) is True
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait)
+    thread.start()
+    try:
+        assert _end_test(TestProfile("t")) is None
+        assert signal.getitimer(ITIMER) != (0.0, 0.0)  # still armed: the caller ends it
+        assert len(calls.start_readings()) == 4
+    finally:
+        done.set()
+        thread.join()
+
+
+def _profiled(sampler: CpuSampler, profile: TestProfile, work: Any) -> float:
+    """`work` profiled as `profile`, after as much CPU time unprofiled (pytest's, between
+    tests: a start read before it would charge it); the CPU time the test took."""
+    busy(0.05)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    sampler.start(profile)
+    work()
+    sampler.stop()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def test_a_sample_in_the_lane_hands_the_start_to_python() -> None:
+    assert timers.signal_in_use(signal.SIGPROF) is None, "another test left SIGPROF taken"
+    sampler = CpuSampler(CodeScope("/nonexistent"), interval_s=0.01)
+    landed = []
+    original = sampler._sample
+    sampler._sample = lambda *a, **k: (landed.append(1), original(*a, **k))[1]  # type: ignore[method-assign]
+    try:
+        for profile in [TestProfile(f"t{i}") for i in range(3)]:
+            measured = _profiled(sampler, profile, lambda: busy(0.15))
+            assert 0.9 * measured <= profile.cpu_s <= measured
+            assert profile.cpu_python_s > 0.8 * profile.cpu_s  # a Python loop
+    finally:
+        sampler.close()
+    assert len(landed) > 10  # samples landed in the lane's tests (the last two)
+
+
+def test_a_thread_started_in_the_lane_takes_the_general_path_at_the_end() -> None:
+    assert timers.signal_in_use(signal.SIGPROF) is None, "another test left SIGPROF taken"
+    sampler = CpuSampler(CodeScope("/nonexistent"), interval_s=5.0)
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait)
+
+    def work_with_a_thread() -> None:
+        assert sampler._in_lane  # the main thread alone at the start
+        thread.start()
+        busy(0.05)
+
+    try:
+        measured = _profiled(sampler, TestProfile("first"), lambda: busy(0.05))
+        profile = TestProfile("second")
+        measured = _profiled(sampler, profile, work_with_a_thread)
+        assert 0.9 * measured <= profile.cpu_s <= measured
+    finally:
+        done.set()
+        thread.join()
+        sampler.close()

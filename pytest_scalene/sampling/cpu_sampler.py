@@ -16,10 +16,8 @@ The handler never nests: while it waits for the GIL, the next signal may already
 
 from __future__ import annotations
 
-import _signal
 import contextlib
 import resource
-import signal
 import threading
 from collections.abc import Callable, Sequence
 
@@ -32,22 +30,11 @@ from typing import Protocol
 from ..core import extra_keys
 from ..core.model import LineKey, TestProfile
 from .call_sites import on_call
+from .held_signal import HeldSignal, SignalBusy
 from .scope import CodeScope, where_it_ran
 from .signal_delay import SignalDelay
 from .threads import current_frames, only_main_thread, thread_cpu
-from .timers import (
-    IntervalTimer,
-    SamplingTimer,
-    choose,
-    os_handler,
-    python_trampoline,
-    real_getsignal,
-    real_signal,
-)
-
-_siginterrupt = signal.siginterrupt
-
-CLOCKS = {"cpu": (signal.ITIMER_PROF, signal.SIGPROF), "wall": (signal.ITIMER_REAL, signal.SIGALRM)}
+from .timers import real_getsignal
 
 
 class SampleListener(Protocol):
@@ -60,11 +47,7 @@ class SampleListener(Protocol):
         code); `cpu_s`: the CPU time charged to the main thread for this sample."""
 
 
-class SignalBusy(RuntimeError):
-    """The timer signal or the interval timer is already in use by the code under test."""
-
-
-class CpuSampler:
+class CpuSampler(HeldSignal):
     def __init__(
         self,
         scope: CodeScope,
@@ -73,40 +56,41 @@ class CpuSampler:
         listeners: Sequence[SampleListener] = (),
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
+        super().__init__(clock)
         self.scope = scope
         self.interval_s = interval_s
-        self.clock = clock
-        self.signum = CLOCKS[clock][1]
-        self._usual_timer = IntervalTimer(*CLOCKS[clock])
         self.listeners = list(listeners)
         self.on_error = on_error
         self._profile: TestProfile | None = None
-        self._previous_handler: object = None
         self._main_ident = threading.main_thread().ident
         self._thread_clock: dict[int, float] = {}
         self._user = self._system = self._wall = 0.0
         self._delay = SignalDelay(interval_s, clock)  # the main thread's Python/native split
+        # The test's start readings are kept in C (timers.IntervalTimer.begin) until a sample
+        # lands or the test ends: most tests end first, charged by one call (_end_in_lane).
+        self._in_lane = False
         self._in_handler = False
-        self._sampling_timer: SamplingTimer | None = None
-        self.fallback_reason: str | None = None  # why the usual signal was not used
-        self._holds_signal = False
-        self._kernel_handler: int | None = None  # the kernel's handler when it was taken
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, profile: TestProfile) -> None:
         """Start sampling into `profile`. When the usual signal or timer is taken, a POSIX timer
         on a free real-time signal is used (sampling_timers); SignalBusy when neither works.
         The usual signal, once taken, is kept from test to test (five system calls and 10 us a
-        test): only its timer is armed and disarmed, checked and armed in one call."""
+        test): only its timer is armed and disarmed, checked and armed in one call, which keeps
+        the readings itself where the main thread runs alone (the lane)."""
         timer = self._sampling_timer
         if (
             timer is self._usual_timer
             and self._holds_signal
             and real_getsignal(self.signum) == self._on_signal
-            and (reading := timer.begin(self.interval_s, self._kernel_handler)) is not None
+            and (reading := timer.begin(self.interval_s, self._kernel_handler, self._main_ident))
+            is not None
         ):
             self._profile = profile
-            self._started(*reading)
+            if reading is True:
+                self._in_lane = True
+            else:
+                self._started(*reading)
             return
         if not self._still_held():
             self._take_signal()
@@ -122,54 +106,6 @@ class CpuSampler:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self._started(usage.ru_utime, usage.ru_stime, timer.until_expiry())
 
-    def _take_signal(self) -> None:
-        try:
-            timer, self.fallback_reason = choose(self.clock, self._usual_timer)
-        except RuntimeError as exc:
-            raise SignalBusy(str(exc)) from None
-        self._sampling_timer = timer
-        self.signum = timer.signum
-        self._previous_handler = real_signal(self.signum, self._on_signal)
-        # Python installs handlers without SA_RESTART: a tick would make a blocking C call
-        # (read() on a pipe) fail with EINTR where it does not unprofiled.
-        _siginterrupt(self.signum, False)
-        self._holds_signal = True
-        self._kernel_handler = python_trampoline(self.signum)
-
-    def _still_held(self) -> bool:
-        """The usual signal is still the sampler's from the last test: its handler in Python's
-        table and in the kernel's, and no one else's timer running on it. Code that bypassed
-        the signal guard (a function bound before the session, a C library) may have changed
-        any of the three; then the signal is theirs, and the next test looks for a free one."""
-        if not self._holds_signal or self._sampling_timer is not self._usual_timer:
-            return False
-        if real_getsignal(self.signum) != self._on_signal:
-            self._holds_signal = False  # their Python handler: nothing to give back
-        elif os_handler(self.signum) != self._kernel_handler:
-            # A C-level handler over ours: Python's table goes back to what was there before
-            # (what getsignal shows unprofiled), the kernel keeps theirs.
-            from .posix_timer import keeping_c_handler  # ctypes, on this rare path only
-
-            with keeping_c_handler(self.signum):
-                self._give_signal_back()
-        elif self._usual_timer.running():
-            self._give_signal_back()  # their timer, which unprofiled reaches what was before
-        else:
-            return True
-        self._holds_signal = False
-        self._sampling_timer = None
-        return False
-
-    def holds(self, signum: int) -> bool:
-        """Whether `signum` is the sampler's, in a test or kept between tests."""
-        return self._holds_signal and signum == self.signum
-
-    @property
-    def held_itimer(self) -> int | None:
-        """The setitimer timer of the signal kept (None: a POSIX timer, or none kept)."""
-        timer = self._sampling_timer
-        return timer.itimer if timer is not None and self._holds_signal else None
-
     def give_back(self) -> None:
         """Between tests: code is about to use the sampler's signal or timer (signal_guard), or
         the session ends. The signal goes back to what held it before."""
@@ -182,11 +118,6 @@ class CpuSampler:
     @property
     def active(self) -> bool:
         return self._profile is not None
-
-    @property
-    def previous_handler(self) -> object:
-        """What held the signal before the sampler: what the test would see without it."""
-        return self._previous_handler
 
     def step_aside(self, reason: str, frame: FrameType | None) -> None:
         """The code under test claims the sampler's signal or timer: stop sampling for the rest
@@ -206,6 +137,7 @@ class CpuSampler:
         The timer is dropped untouched: it was not inherited either (setitimer and timer_create
         timers never are), and disarming by its settings could stop a child agent's new one."""
         self._profile = None
+        self._in_lane = False
         self._sampling_timer = None
         self._give_signal_back()
 
@@ -218,6 +150,11 @@ class CpuSampler:
         if self._profile is None:
             self._release()  # after an error, step_aside from another thread, or abandon()
             return
+        if self._in_lane:
+            self._in_lane = False
+            if frame is None and self._end_in_lane():
+                return
+            self._resume_readings()  # other threads run now, or step_aside: the general path
         timer = self._sampling_timer
         main_only = frame is None and not self._thread_clock and only_main_thread(self._main_ident)
         ended: tuple[float, float] | None = None
@@ -238,26 +175,40 @@ class CpuSampler:
             if timer is not self._usual_timer:
                 self._release()
 
-    def _release(self) -> None:
-        timer, self._sampling_timer = self._sampling_timer, None
-        if timer is not None:
-            timer.disarm()
-            timer.close()
-        self._give_signal_back()
+    def _end_in_lane(self) -> bool:
+        """stop() for a test begun in the lane where threading still knows the main thread
+        alone: the timer disarmed and the CPU time since the start charged (what
+        _final_main_only does) in one call. False, nothing done, where other threads run."""
+        profile = self._profile
+        self._in_handler = True  # a tick pending at the disarm must not sample
+        try:
+            used = self._usual_timer.end_test(
+                profile, self._main_ident, self.clock == "wall", self._delay.prompt_s
+            )
+            if used is None:
+                return False
+            self._profile = None
+            for listener in self.listeners:
+                listener.on_cpu_sample(profile, None, None, used)  # type: ignore[arg-type]
+            return True
+        except BaseException:
+            self._profile = None
+            raise
+        finally:
+            self._in_handler = False
 
-    def _give_signal_back(self) -> None:
-        # Only the main thread may set handlers: from another one, stop() does it later.
-        if not self._holds_signal or threading.current_thread() is not threading.main_thread():
-            return
-        self._holds_signal = False
-        if real_getsignal(self.signum) != self._on_signal:  # the code under test set one
-            return
-        # A tick still pending (the signal blocked in every thread) would otherwise reach the
-        # default action, which for SIGPROF, SIGALRM and real-time signals ends the process.
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            if self.signum in _signal.sigpending():  # ints: signal's own makes enums
-                signal.sigtimedwait([self.signum], 0)
-        real_signal(self.signum, self._previous_handler)  # type: ignore[arg-type]
+    def _resume_readings(self) -> None:
+        """The start's readings, kept in C by the lane, become the general path's: a sample
+        landed, or the test ends with other threads running. Only the main thread ran at the
+        start: no thread has a baseline."""
+        readings = self._usual_timer.start_readings()
+        if readings is None:  # none kept (not expected): the test is charged from now on
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            readings = (usage.ru_utime, usage.ru_stime, perf_counter(), self._expiry())
+        user, system, self._wall, until_expiry = readings
+        self._user, self._system = user, system
+        self._delay.restart(user + system if self.clock == "cpu" else self._wall, until_expiry)
+        self._thread_clock = {}
 
     def _expiry(self) -> float:
         timer = self._sampling_timer
@@ -299,6 +250,9 @@ class CpuSampler:
             return
         self._in_handler = True
         try:
+            if self._in_lane:  # the test's first sample: the start's readings become Python's
+                self._in_lane = False
+                self._resume_readings()
             self._sample(frame)
         except Exception as exc:  # the profiler must never break the test
             self._profile = None

@@ -12,7 +12,8 @@ from ..core import extra_keys
 from ..core.model import SessionProfile, TestProfile
 from ..core.runenv import MARKER, has_marker
 from .blocking_patches import BlockingPatches
-from .cpu_sampler import CpuSampler, SampleListener, SignalBusy
+from .cpu_sampler import CpuSampler, SampleListener
+from .held_signal import SignalBusy
 from .scope import CodeScope
 from .signal_guard import SignalGuard
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import _signal as _c_signal
 import resource
 import signal
+import threading
 from typing import Any, Protocol
 
 try:
@@ -129,16 +130,38 @@ class IntervalTimer:
         if real_getitimer(self.itimer)[1] in (0.0, self._interval):  # type: ignore[arg-type]
             real_setitimer(self.itimer, 0.0, 0.0)  # type: ignore[arg-type]
 
-    def begin(self, interval_s: float, handler: int | None) -> tuple[float, float, float] | None:
+    def begin(
+        self, interval_s: float, handler: int | None, main_ident: int | None
+    ) -> tuple[float, float, float] | bool | None:
         """arm() where the kernel's handler for the signal is still `handler` and the timer is not
-        running, then the clocks read after it, in one call: (user_s, system_s, until_expiry_s).
-        None, nothing done, where either check fails (the caller looks into why), and where
-        the extension is missing or `interval_s` was never armed (its rounding is not known)."""
+        running, then the clocks read after it, in one call: (user_s, system_s, until_expiry_s);
+        True where threading knows the thread `main_ident` alone: the readings are then kept in
+        C for end_test (most tests: one call at each end). None, nothing done, where either
+        check fails (the caller looks into why), and where the extension is missing or
+        `interval_s` was never armed (its rounding is not known)."""
         if _timer_calls is None or handler is None or interval_s != self._requested:
             return None
-        reading = _timer_calls.begin(self.signum, handler, self.itimer, interval_s)
+        reading = _timer_calls.begin(
+            self.signum, handler, self.itimer, interval_s, threading._active, main_ident
+        )
         self._armed = reading is not None
         return reading
+
+    def end_test(self, profile: Any, main_ident: int | None, wall: bool, prompt_s: float) -> Any:
+        """After begin() returned True: end() and the CPU time since the start charged to
+        `profile` (cpu_sampler._final_main_only), in one call; the seconds charged. None,
+        nothing done, where other threads run now: the caller takes start_readings()."""
+        used = _timer_calls.end_test(
+            self.itimer, self._interval, profile, threading._active, main_ident, wall, prompt_s
+        )
+        if used is not None:
+            self._armed = False
+        return used
+
+    @staticmethod
+    def start_readings() -> tuple[float, float, float, float]:
+        """The (user_s, system_s, perf_counter_s, until_expiry_s) begin() kept, handed over."""
+        return _timer_calls.start_readings()
 
     def end(self) -> tuple[float, float]:
         """disarm(), then the process's (user_s, system_s), in one call where it can be."""

@@ -101,7 +101,8 @@ class ChildAgent:
             raise
 
     def _start_samplers(self) -> None:
-        from ..sampling.cpu_sampler import CpuSampler, SignalBusy
+        from ..sampling.cpu_sampler import CpuSampler
+        from ..sampling.held_signal import SignalBusy
         from ..sampling.scope import CodeScope
 
         settings = self.settings
