@@ -44,6 +44,7 @@ from ms_suite_notes import (
     OUTSIDE_THE_CALL,
     SESSION_FIXED_COST,
     SPREAD_THIN,
+    THE_FLOOR,
     TIME_WITHOUT_INSTRUCTIONS,
     WHAT_IS_LEFT,
     WHERE_THE_TIME_GOES,
@@ -321,6 +322,8 @@ def render(results: dict) -> str:
             OUTSIDE_THE_CALL,
             "",
             SPREAD_THIN,
+            "",
+            THE_FLOOR,
             "",
         ]
     )
