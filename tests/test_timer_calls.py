@@ -284,3 +284,57 @@ def test_a_thread_started_in_the_lane_takes_the_general_path_at_the_end() -> Non
         done.set()
         thread.join()
         sampler.close()
+
+
+def test_a_tick_while_the_lane_hands_over_charges_nothing_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Python runs a handler between any two bytecodes: one run while stop() takes the start's
+    # readings back from C would sample from the last test's readings, charging the time
+    # between the tests as this one's.
+    assert timers.signal_in_use(signal.SIGPROF) is None, "another test left SIGPROF taken"
+    sampler = CpuSampler(CodeScope("/nonexistent"), interval_s=5.0)
+    handing_over = sampler._usual_timer.start_readings
+
+    def with_a_tick() -> Any:
+        sampler._on_signal(signal.SIGPROF, None)
+        return handing_over()
+
+    monkeypatch.setattr(sampler._usual_timer, "start_readings", with_a_tick)
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait)
+
+    def work_with_a_thread() -> None:
+        thread.start()  # the end takes the general path: the readings are handed over
+        busy(0.05)
+
+    try:
+        _profiled(sampler, TestProfile("first"), lambda: busy(0.05))
+        profile = TestProfile("second")
+        measured = _profiled(sampler, profile, work_with_a_thread)
+        assert 0.9 * measured <= profile.cpu_s <= measured
+    finally:
+        done.set()
+        thread.join()
+        sampler.close()
+
+
+def test_the_lane_on_the_wall_clock_charges_cpu_time_not_the_wait() -> None:
+    # --profile-clock=wall: the timer runs on wall time (ITIMER_REAL), the lane reads
+    # perf_counter's clock; a test that waits is charged the CPU time it used.
+    assert timers.signal_in_use(signal.SIGALRM) is None, "another test left SIGALRM taken"
+    sampler = CpuSampler(CodeScope("/nonexistent"), interval_s=5.0, clock="wall")
+
+    def wait_and_work() -> None:
+        assert sampler._in_lane
+        time.sleep(0.1)
+        busy(0.05)
+
+    try:
+        _profiled(sampler, TestProfile("first"), lambda: busy(0.05))
+        profile = TestProfile("second")
+        measured = _profiled(sampler, profile, wait_and_work)
+        assert 0.9 * measured <= profile.cpu_s <= measured
+        assert profile.cpu_native_s == 0.0  # before the expiry: bytecode ran throughout
+    finally:
+        sampler.close()

@@ -86,11 +86,11 @@ class CpuSampler(HeldSignal):
             and (reading := timer.begin(self.interval_s, self._kernel_handler, self._main_ident))
             is not None
         ):
-            self._profile = profile
             if reading is True:
                 self._in_lane = True
             else:
                 self._started(*reading)
+            self._profile = profile  # last: a tick before it finds no test and is dropped
             return
         if not self._still_held():
             self._take_signal()
@@ -151,10 +151,15 @@ class CpuSampler(HeldSignal):
             self._release()  # after an error, step_aside from another thread, or abandon()
             return
         if self._in_lane:
-            self._in_lane = False
-            if frame is None and self._end_in_lane():
-                return
-            self._resume_readings()  # other threads run now, or step_aside: the general path
+            # A tick between these steps would sample from readings not yet Python's.
+            self._in_handler = True
+            try:
+                if frame is None and self._end_in_lane():
+                    return
+                self._in_lane = False
+                self._resume_readings()  # other threads run now, or step_aside: the general path
+            finally:
+                self._in_handler = False
         timer = self._sampling_timer
         main_only = frame is None and not self._thread_clock and only_main_thread(self._main_ident)
         ended: tuple[float, float] | None = None
@@ -180,22 +185,21 @@ class CpuSampler(HeldSignal):
         alone: the timer disarmed and the CPU time since the start charged (what
         _final_main_only does) in one call. False, nothing done, where other threads run."""
         profile = self._profile
-        self._in_handler = True  # a tick pending at the disarm must not sample
         try:
             used = self._usual_timer.end_test(
                 profile, self._main_ident, self.clock == "wall", self._delay.prompt_s
             )
-            if used is None:
-                return False
-            self._profile = None
-            for listener in self.listeners:
-                listener.on_cpu_sample(profile, None, None, used)  # type: ignore[arg-type]
-            return True
         except BaseException:
             self._profile = None
+            self._in_lane = False
             raise
-        finally:
-            self._in_handler = False
+        if used is None:
+            return False
+        self._in_lane = False
+        self._profile = None
+        for listener in self.listeners:
+            listener.on_cpu_sample(profile, None, None, used)  # type: ignore[arg-type]
+        return True
 
     def _resume_readings(self) -> None:
         """The start's readings, kept in C by the lane, become the general path's: a sample
