@@ -264,9 +264,9 @@ def test_a_sample_in_the_lane_hands_the_start_to_python() -> None:
     assert len(landed) > 10  # samples landed in the lane's tests (the last two)
 
 
-def test_a_thread_started_in_the_lane_takes_the_general_path_at_the_end() -> None:
-    assert timers.signal_in_use(signal.SIGPROF) is None, "another test left SIGPROF taken"
-    sampler = CpuSampler(CodeScope("/nonexistent"), interval_s=5.0)
+def _ends_with_a_thread(sampler: CpuSampler) -> tuple[TestProfile, float]:
+    """A first test, then a second that starts a thread in the lane, alive at its end: that end
+    takes the general path. The second's profile and measured CPU time."""
     done = threading.Event()
     thread = threading.Thread(target=done.wait)
 
@@ -276,13 +276,21 @@ def test_a_thread_started_in_the_lane_takes_the_general_path_at_the_end() -> Non
         busy(0.05)
 
     try:
-        measured = _profiled(sampler, TestProfile("first"), lambda: busy(0.05))
+        _profiled(sampler, TestProfile("first"), lambda: busy(0.05))
         profile = TestProfile("second")
-        measured = _profiled(sampler, profile, work_with_a_thread)
-        assert 0.9 * measured <= profile.cpu_s <= measured
+        return profile, _profiled(sampler, profile, work_with_a_thread)
     finally:
         done.set()
         thread.join()
+
+
+def test_a_thread_started_in_the_lane_takes_the_general_path_at_the_end() -> None:
+    assert timers.signal_in_use(signal.SIGPROF) is None, "another test left SIGPROF taken"
+    sampler = CpuSampler(CodeScope("/nonexistent"), interval_s=5.0)
+    try:
+        profile, measured = _ends_with_a_thread(sampler)
+        assert 0.9 * measured <= profile.cpu_s <= measured
+    finally:
         sampler.close()
 
 
@@ -301,21 +309,10 @@ def test_a_tick_while_the_lane_hands_over_charges_nothing_twice(
         return handing_over()
 
     monkeypatch.setattr(sampler._usual_timer, "start_readings", with_a_tick)
-    done = threading.Event()
-    thread = threading.Thread(target=done.wait)
-
-    def work_with_a_thread() -> None:
-        thread.start()  # the end takes the general path: the readings are handed over
-        busy(0.05)
-
     try:
-        _profiled(sampler, TestProfile("first"), lambda: busy(0.05))
-        profile = TestProfile("second")
-        measured = _profiled(sampler, profile, work_with_a_thread)
+        profile, measured = _ends_with_a_thread(sampler)
         assert 0.9 * measured <= profile.cpu_s <= measured
     finally:
-        done.set()
-        thread.join()
         sampler.close()
 
 
