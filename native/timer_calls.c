@@ -63,7 +63,9 @@ static double perf_counter_seconds(void) {
 // threading._active, `main_ident` the main thread's ident.
 static int only_main_thread(PyObject* threads, PyObject* main_ident) {
   if (!PyDict_Check(threads) || PyDict_GET_SIZE(threads) != 1) return 0;
-  return PyDict_Contains(threads, main_ident) == 1;
+  int found = PyDict_Contains(threads, main_ident);
+  if (found < 0) PyErr_Clear();  // an ident that cannot be looked up is no thread of theirs
+  return found == 1;
 }
 
 // begin(signum, handler, itimer, interval_s[, threads, main_ident]) -> (user_s, system_s,
