@@ -50,7 +50,6 @@ static int parse(PyObject* const* args, Py_ssize_t nargs, Py_ssize_t want, const
 static struct {
   int held;
   double user, system, wall, until_expiry;
-  long preemptions;  // ru_nivcsw: the process's involuntary context switches
 } start;
 
 // time.perf_counter() as Python computes it: CLOCK_MONOTONIC in nanoseconds, then seconds.
@@ -70,7 +69,7 @@ static int only_main_thread(PyObject* threads, PyObject* main_ident) {
 }
 
 // begin(signum, handler, itimer, interval_s[, threads, main_ident]) -> (user_s, system_s,
-// until_expiry_s, preemptions), True or None. None, with nothing changed, where the signal's kernel handler is
+// until_expiry_s), True or None. None, with nothing changed, where the signal's kernel handler is
 // no longer `handler` or the timer is running: code that bypassed the signal guard took them (the
 // caller then looks why). Else the timer is armed with `interval_s` and the clocks are read after
 // arming. Arming returns the timer as it was, so no getitimer first: a running one (rare) is put
@@ -98,9 +97,7 @@ static PyObject* begin(PyObject* module, PyObject* const* args, Py_ssize_t nargs
   double user = usage_seconds(usage.ru_utime), system = usage_seconds(usage.ru_stime);
   double until_expiry = timer_seconds(timer.it_value);
   start.held = nargs == 6 && only_main_thread(args[4], args[5]);
-  if (!start.held)
-    return Py_BuildValue("(dddl)", user, system, until_expiry, usage.ru_nivcsw);
-  start.preemptions = usage.ru_nivcsw;
+  if (!start.held) return Py_BuildValue("(ddd)", user, system, until_expiry);
   start.user = user;
   start.system = system;
   start.until_expiry = until_expiry;
@@ -108,7 +105,7 @@ static PyObject* begin(PyObject* module, PyObject* const* args, Py_ssize_t nargs
   Py_RETURN_TRUE;
 }
 
-// end(itimer, interval_s) -> (user_s, system_s, preemptions): the timer disarmed where it is still the
+// end(itimer, interval_s) -> (user_s, system_s): the timer disarmed where it is still the
 // sampler's (its interval `interval_s` as getitimer reads it, or expired), then the clocks read.
 // Disarming returns the timer as it was: another's (rare) is put back.
 static PyObject* end(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
@@ -123,30 +120,26 @@ static PyObject* end(PyObject* module, PyObject* const* args, Py_ssize_t nargs) 
     return PyErr_SetFromErrno(PyExc_OSError);
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) != 0) return PyErr_SetFromErrno(PyExc_OSError);
-  return Py_BuildValue("(ddl)", usage_seconds(usage.ru_utime), usage_seconds(usage.ru_stime),
-                       usage.ru_nivcsw);
+  return Py_BuildValue("(dd)", usage_seconds(usage.ru_utime), usage_seconds(usage.ru_stime));
 }
 
-// start_readings() -> (user_s, system_s, wall_s, until_expiry_s, preemptions) kept by begin, or
-// None; they
+// start_readings() -> (user_s, system_s, wall_s, until_expiry_s) kept by begin, or None; they
 // are Python's from then on (a sample landed, or the test ends on the general path).
 static PyObject* start_readings(PyObject* module, PyObject* unused) {
   if (!start.held) Py_RETURN_NONE;
   start.held = 0;
-  return Py_BuildValue("(ddddl)", start.user, start.system, start.wall, start.until_expiry,
-                       start.preemptions);
+  return Py_BuildValue("(dddd)", start.user, start.system, start.wall, start.until_expiry);
 }
 
 // signal_delay.SignalDelay.python_share for a test no sample landed in: the timer's start as
-// prompt as a handler on time, `elapsed` on the timer's clock since; `preempted`: the process was
-// since, and no frame tells what ran (signal_delay.py).
+// prompt as a handler on time, `elapsed` on the timer's clock since.
 static double python_share(double used, double elapsed, double until_expiry, int wall,
-                           double prompt_s, int preempted) {
+                           double prompt_s) {
   if (elapsed <= 0 || elapsed <= until_expiry) return 1.0;
   double before_expiry = fmin(elapsed, until_expiry);
   double after_expiry = elapsed - before_expiry;
   double running = wall ? fmin(1.0, used / elapsed) : 1.0;
-  int prompt = after_expiry * running <= prompt_s || preempted;
+  int prompt = after_expiry * running <= prompt_s;
   double python = before_expiry * (1 + prompt) / 2 + after_expiry * prompt;
   return python / elapsed;
 }
@@ -184,7 +177,6 @@ static PyObject* end_test(PyObject* module, PyObject* const* args, Py_ssize_t na
   if (ended == NULL) return NULL;
   double user_now = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(ended, 0));
   double system_now = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(ended, 1));
-  long preemptions = PyLong_AsLong(PyTuple_GET_ITEM(ended, 2));
   Py_DECREF(ended);
   start.held = 0;
   double user = fmax(0.0, user_now - start.user);
@@ -193,8 +185,7 @@ static PyObject* end_test(PyObject* module, PyObject* const* args, Py_ssize_t na
   if (used > 0) {
     double elapsed = wall ? perf_counter_seconds() - start.wall
                           : (user_now + system_now) - (start.user + start.system);
-    double python = user * python_share(used, elapsed, start.until_expiry, wall, prompt_s,
-                                        preemptions > start.preemptions);
+    double python = user * python_share(used, elapsed, start.until_expiry, wall, prompt_s);
     if (add_to(args[2], cpu_python_s, python) != 0 ||
         add_to(args[2], cpu_native_s, user - python) != 0 ||
         add_to(args[2], cpu_system_s, system) != 0)
@@ -207,18 +198,16 @@ static PyMethodDef methods[] = {
     {"kernel_handler", kernel_handler, METH_O,
      "kernel_handler(signum): the kernel's handler address (0 default, 1 ignore), or None."},
     {"begin", (PyCFunction)(void (*)(void))begin, METH_FASTCALL,
-     "begin(signum, handler, itimer, interval_s): (user_s, system_s, until_expiry_s, preemptions), "
-     "or None "
+     "begin(signum, handler, itimer, interval_s): (user_s, system_s, until_expiry_s), or None "
      "where the signal's handler is not `handler` or the timer runs; True where the readings "
      "are kept for end_test (begin(..., threads, main_ident), the main thread alone)."},
     {"start_readings", start_readings, METH_NOARGS,
-     "start_readings(): (user_s, system_s, wall_s, until_expiry_s, preemptions) kept by begin, "
-     "or None."},
+     "start_readings(): (user_s, system_s, wall_s, until_expiry_s) kept by begin, or None."},
     {"end_test", (PyCFunction)(void (*)(void))end_test, METH_FASTCALL,
      "end_test(itimer, interval_s, profile, threads, main_ident, wall, prompt_s): end() and the "
      "CPU time since begin charged to `profile`; None where begin kept nothing or threads run."},
     {"end", (PyCFunction)(void (*)(void))end, METH_FASTCALL,
-     "end(itimer, interval_s): disarm the sampler's timer, then (user_s, system_s, preemptions)."},
+     "end(itimer, interval_s): disarm the sampler's timer, then (user_s, system_s)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_timer_calls",

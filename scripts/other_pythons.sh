@@ -8,8 +8,7 @@
 # the line memory is charged to (the frame walk differs per version), instruction counts (on
 # 3.12+ they also name the Python function that grew, recursion counted once), the code map's
 # recorder (a frame-evaluation hook on 3.10/3.11, sys.monitoring on 3.12+), test selection, and
-# the CPU sampler's calls in C (native/timer_calls.c, which reads each version's dicts) with the
-# split they compute under contention.
+# the CPU sampler's calls in C (native/timer_calls.c, which reads each version's dicts).
 # Tests marked version_independent (slow, and what they check does not vary with the Python:
 # the gates' logic over the counts) run on CI's own Python only, to keep CI within its time.
 # How the interpreters are found: pyenv's versions directory ($(pyenv root)/versions/X.Y.*,
@@ -23,8 +22,7 @@ subset=(tests/test_everyday_suite.py tests/test_ini_options.py tests/test_budget
     tests/test_options.py tests/test_memory_accuracy.py tests/test_memory_attribution.py
     tests/test_instructions.py tests/test_instruction_attribution.py
     tests/test_code_seen.py tests/test_selection.py tests/test_thread_clocks.py
-    tests/test_ab_robustness.py tests/test_python_share.py tests/test_timer_calls.py
-    tests/test_cpu_contention.py)
+    tests/test_ab_robustness.py tests/test_python_share.py tests/test_timer_calls.py)
 root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
 status=0
 for version in "${@:-3.10 3.12 3.13}"; do

@@ -142,22 +142,6 @@ def test_back_to_back_native_calls_are_all_native():
     assert shares[1:] == pytest.approx([0.0, 0.0])
 
 
-def test_a_late_handler_after_a_preemption_is_judged_by_its_frame():
-    # Preempted, the kernel's ticks may miss the expiry: the delay proves nothing, and a handler
-    # that is not on a call (bytecode ran up to it) leaves the interval Python.
-    split = SignalDelay(0.01, "cpu")
-    split.timer_clock, split.until_expiry = 0.0, 0.01
-    assert split.python_share(0.018, 0.018, preempted=True) == 1.0
-    assert split.was_prompt
-    # On a call (a C function just returned), the delay is native as without a preemption.
-    split.timer_clock = 0.018
-    assert split.python_share(0.018, 0.036, preempted=True, at_call=True) == pytest.approx(
-        0.005 / 0.018
-    )
-    split.timer_clock, split.was_prompt = 0.0, True
-    assert split.python_share(0.018, 0.018) == pytest.approx(0.005 / 0.018)  # not preempted
-
-
 def test_a_handler_that_spent_its_time_in_the_kernel_leaves_no_negative_share(tmp_path):
     """The handler's own time is taken off the process's user time; where it was spent in the
     kernel, the next reading's user time is below zero and its system time above the total:

@@ -65,7 +65,6 @@ class CpuSampler(HeldSignal):
         self._main_ident = threading.main_thread().ident
         self._thread_clock: dict[int, float] = {}
         self._user = self._system = self._wall = 0.0
-        self._preemptions = 0  # getrusage's ru_nivcsw at the start or the last handler
         self._delay = SignalDelay(interval_s, clock)  # the main thread's Python/native split
         # The test's start readings are kept in C (timers.IntervalTimer.begin) until a sample
         # lands or the test ends: most tests end first, charged by one call (_end_in_lane).
@@ -105,7 +104,7 @@ class CpuSampler(HeldSignal):
             self._release()
             raise SignalBusy(f"the sampler's timer failed: {exc}") from None
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        self._started(usage.ru_utime, usage.ru_stime, timer.until_expiry(), usage.ru_nivcsw)
+        self._started(usage.ru_utime, usage.ru_stime, timer.until_expiry())
 
     def give_back(self) -> None:
         """Between tests: code is about to use the sampler's signal or timer (signal_guard), or
@@ -209,8 +208,8 @@ class CpuSampler(HeldSignal):
         readings = self._usual_timer.start_readings()
         if readings is None:  # none kept (not expected): the test is charged from now on
             usage = resource.getrusage(resource.RUSAGE_SELF)
-            readings = (usage.ru_utime, usage.ru_stime, perf_counter(), self._expiry(), 0)
-        user, system, self._wall, until_expiry, self._preemptions = readings
+            readings = (usage.ru_utime, usage.ru_stime, perf_counter(), self._expiry())
+        user, system, self._wall, until_expiry = readings
         self._user, self._system = user, system
         self._delay.restart(user + system if self.clock == "cpu" else self._wall, until_expiry)
         self._thread_clock = {}
@@ -224,11 +223,10 @@ class CpuSampler(HeldSignal):
         # ticks and by any CPU-time read: every caller reads getrusage or the thread clock first.
         return _clock_gettime(CLOCK_PROCESS_CPUTIME_ID) if self.clock == "cpu" else perf_counter()
 
-    def _started(self, user: float, system: float, until_expiry: float, preemptions: int) -> None:
+    def _started(self, user: float, system: float, until_expiry: float) -> None:
         """The clocks at the test's start, read right after the timer was armed: `until_expiry`
         is the timer's first value, not the interval (Linux adds a tick, docs/cpu.md)."""
         self._user, self._system, self._wall = user, system, perf_counter()
-        self._preemptions = preemptions
         # The timer's clock: the process's CPU clock is getrusage's sum (to the microsecond).
         # Written out here and at the last interval's charge: a method call at each end of every
         # test cost 2% of the hot-path lifecycle figure (baselines/benchmarks/hot_paths).
@@ -282,23 +280,23 @@ class CpuSampler(HeldSignal):
             ordered.append((self._main_ident, None))
         return ordered
 
-    def _final_main_only(self, ended: tuple[float, float, int] | None) -> None:
+    def _final_main_only(self, ended: tuple[float, float] | None) -> None:
         """_sample(None, final=True) where the main thread is the only one and has no clock
         baseline (no sample landed in the test: most short tests): it takes the process's
         CPU time since the start, charged to no line (a third of the bytecodes). `ended`:
-        the process's (user_s, system_s, preemptions) read as the timer was disarmed, if it was."""
+        the process's (user_s, system_s) read as the timer was disarmed, if it was."""
         profile = self._profile
         assert profile is not None
         if ended is None:
             usage = resource.getrusage(resource.RUSAGE_SELF)
-            ended = usage.ru_utime, usage.ru_stime, usage.ru_nivcsw
-        user_now, system_now, preemptions = ended
+            ended = usage.ru_utime, usage.ru_stime
+        user_now, system_now = ended
         user = max(0.0, user_now - self._user)
         system = max(0.0, system_now - self._system)
         used = user + system
         if used > 0:
             now = user_now + system_now if self.clock == "cpu" else perf_counter()  # see _started
-            python = user * self._delay.python_share(used, now, preemptions > self._preemptions)
+            python = user * self._delay.python_share(used, now)
             profile.cpu_python_s += python
             profile.cpu_native_s += user - python
             profile.cpu_system_s += system
@@ -347,10 +345,7 @@ class CpuSampler(HeldSignal):
             cpu_system = used * system_share
             cpu_user = used - cpu_system
             if is_main:
-                preempted = usage.ru_nivcsw > self._preemptions
-                at_call = preempted and frame is not None and on_call(frame)
-                share = self._delay.python_share(used, self._timer_now(), preempted, at_call)
-                python = cpu_user * share
+                python = cpu_user * self._delay.python_share(used, self._timer_now())
                 native = cpu_user - python
             else:
                 native = cpu_user if frame is not None and on_call(frame) else 0.0
@@ -372,7 +367,6 @@ class CpuSampler(HeldSignal):
         for listener in self.listeners:
             listener.on_cpu_sample(profile, main_frame, main_key[0] if main_key else None, main_cpu)
         self._user, self._system = usage.ru_utime, usage.ru_stime
-        self._preemptions = usage.ru_nivcsw
         self._thread_clock = readings
         if not final:
             self._exclude_handler_time(main_clock_at_entry)

@@ -36,13 +36,9 @@ class SignalDelay:
         self.was_prompt = True
         self.timer_clock, self.until_expiry = timer_clock, until_expiry
 
-    def python_share(
-        self, main_cpu: float, timer_now: float, preempted: bool = False, at_call: bool = False
-    ) -> float:
+    def python_share(self, main_cpu: float, timer_now: float) -> float:
         """The Python share of the main thread's `main_cpu` seconds since the last handler;
-        `timer_now`: the timer's clock, read after the CPU times. `preempted`: the process was
-        switched out involuntarily since (getrusage's ru_nivcsw); `at_call`: the handler's frame
-        sits on a call (call_sites.on_call; False where there is no frame, at a test's end)."""
+        `timer_now`: the timer's clock, read after the CPU times."""
         elapsed = timer_now - self.timer_clock
         if elapsed <= 0 or (self.was_prompt and elapsed <= self.until_expiry):
             return 1.0  # since a prompt handler (or the start), before the expiry: bytecode ran
@@ -52,13 +48,6 @@ class SignalDelay:
         # native: on a busy machine it may also have waited for a core.
         running = min(1.0, main_cpu / elapsed) if self.wall else 1.0
         prompt = after_expiry * running <= self.prompt_s
-        if not prompt and preempted:
-            # The kernel checks CPU timers at its ticks, only on a CPU running the process: with
-            # its slices cut by other processes, a tick may miss the expiry for several, and the
-            # signal comes late whatever ran (a pure-Python loop read 43-81% native beside two
-            # CPU hogs on 2 cores, every late handler after a preemption). The delay is then no
-            # evidence: a handler run right after a C call returned (on the call) says native.
-            prompt = not at_call
         # A prompt handler's small delay is the kernel's delivery latency: bytecode was running.
         python = before_expiry * (self.was_prompt + prompt) / 2 + after_expiry * prompt
         self.was_prompt = prompt

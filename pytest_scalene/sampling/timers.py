@@ -132,10 +132,9 @@ class IntervalTimer:
 
     def begin(
         self, interval_s: float, handler: int | None, main_ident: int | None
-    ) -> tuple[float, float, float, int] | bool | None:
+    ) -> tuple[float, float, float] | bool | None:
         """arm() where the kernel's handler for the signal is still `handler` and the timer is not
-        running, then the clocks read after it, in one call: (user_s, system_s, until_expiry_s,
-        preemptions: getrusage's ru_nivcsw);
+        running, then the clocks read after it, in one call: (user_s, system_s, until_expiry_s);
         True where threading knows the thread `main_ident` alone: the readings are then kept in
         C for end_test (most tests: one call at each end). None, nothing done, where either
         check fails (the caller looks into why), and where the extension is missing or
@@ -160,18 +159,16 @@ class IntervalTimer:
         return used
 
     @staticmethod
-    def start_readings() -> tuple[float, float, float, float, int] | None:
-        """The (user_s, system_s, perf_counter_s, until_expiry_s, preemptions) begin() kept,
-        handed over (None: none kept)."""
+    def start_readings() -> tuple[float, float, float, float]:
+        """The (user_s, system_s, perf_counter_s, until_expiry_s) begin() kept, handed over."""
         return _timer_calls.start_readings()
 
-    def end(self) -> tuple[float, float, int]:
-        """disarm(), then the process's (user_s, system_s, preemptions), in one call where it
-        can be."""
+    def end(self) -> tuple[float, float]:
+        """disarm(), then the process's (user_s, system_s), in one call where it can be."""
         if _timer_calls is None or not self._armed:
             self.disarm()
             usage = resource.getrusage(resource.RUSAGE_SELF)
-            return usage.ru_utime, usage.ru_stime, usage.ru_nivcsw
+            return usage.ru_utime, usage.ru_stime
         self._armed = False
         return _timer_calls.end(self.itimer, self._interval)
 
