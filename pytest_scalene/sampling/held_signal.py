@@ -48,6 +48,7 @@ class HeldSignal:
         self._kernel_handler: int | None = None  # the kernel's handler when it was taken
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """The handler installed on the signal: the sampler's (CpuSampler._on_signal)."""
         raise NotImplementedError
 
     def _take_signal(self) -> None:

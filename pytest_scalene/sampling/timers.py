@@ -147,7 +147,9 @@ class IntervalTimer:
         self._armed = reading is not None
         return reading
 
-    def end_test(self, profile: Any, main_ident: int | None, wall: bool, prompt_s: float) -> Any:
+    def end_test(
+        self, profile: Any, main_ident: int | None, wall: bool, prompt_s: float
+    ) -> float | None:
         """After begin() returned True: end() and the CPU time since the start charged to
         `profile` (cpu_sampler._final_main_only), in one call; the seconds charged. None,
         nothing done, where other threads run now: the caller takes start_readings()."""
@@ -159,8 +161,9 @@ class IntervalTimer:
         return used
 
     @staticmethod
-    def start_readings() -> tuple[float, float, float, float]:
-        """The (user_s, system_s, perf_counter_s, until_expiry_s) begin() kept, handed over."""
+    def start_readings() -> tuple[float, float, float, float] | None:
+        """The (user_s, system_s, perf_counter_s, until_expiry_s) begin() kept, handed over;
+        None where it kept none."""
         return _timer_calls.start_readings()
 
     def end(self) -> tuple[float, float]:
