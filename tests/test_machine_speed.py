@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from pytest_scalene.gates import machine_speed
+from pytest_scalene.gates import machine_speed, pipeline
 from pytest_scalene.history.recent_runs import machine_then
 
 WORK = """
@@ -196,3 +196,24 @@ def test_a_machine_found_slow_is_not_waited_for_again_test_by_test(pytester, mon
     assert runs == [10, 5]
     said = " ".join(result.stdout.str().split())
     assert said.count("but the machine runs 6.00x slower than when the baseline was saved") == 2
+
+
+def test_a_new_session_in_the_same_process_waits_for_the_machine_afresh(pytester, monkeypatch):
+    # pytest.main() run again within the minute (an IDE's runner, a script): its first suspect
+    # waits through the machine's rounds, as the first session's did (a memory kept by the
+    # process made it 5 runs). The conftest's patches of the modules are undone after the test.
+    monkeypatch.setattr(machine_speed, "probe_s", machine_speed.probe_s)
+    monkeypatch.setattr(pipeline, "CONFIRM_PAUSES_S", pipeline.CONFIRM_PAUSES_S)
+    monkeypatch.setattr(pipeline, "MACHINE_PAUSES_S", pipeline.MACHINE_PAUSES_S)
+    pytester.makepyfile(test_work=TWO_TESTS, conftest=CONFTEST)
+    fast = {"PROBE_MS": "1.0", "SLOW_PROBE_MS": "1.0"}
+    _run(pytester, monkeypatch, "--profile-save-baseline", **fast).assert_outcomes(passed=2)
+    for name, value in {"FACTOR": "6", "PROBE_MS": "6.0", "SLOW_PROBE_MS": "6.0"}.items():
+        monkeypatch.setenv(name, value)
+    for _ in range(2):
+        for name in ("a", "b"):
+            (pytester.path / f"{name}.txt").unlink(missing_ok=True)
+        result = pytester.runpytest_inprocess(*FLAGS, "--profile-compare")
+        assert result.ret == 7
+        runs = [int((pytester.path / f"{name}.txt").read_text()) for name in ("a", "b")]
+        assert runs == [10, 5]

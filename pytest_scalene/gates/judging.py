@@ -32,7 +32,7 @@ from .budgets import (
 )
 from .machine_speed import note_probe
 from .metrics import METRICS, Availability
-from .pipeline import Judge, Unjudged, confirm
+from .pipeline import Judge, SlowMachine, Unjudged, confirm
 from .repeat import first_run_recorded_outcome, rerun_of, run_again
 
 if TYPE_CHECKING:
@@ -85,6 +85,7 @@ class Gates:
         # The figures go on the item as JUnit properties only when a JUnit file is written:
         # 10 properties a test cost 15 us of its profiled time, and every report copies them.
         self.junit = bool(getattr(config.option, "xmlpath", None))
+        self.slow_machine = SlowMachine()  # the confirmations' memory of a slow machine
 
     # -- the session starts ----------------------------------------------------------------------
     def availability(self) -> Availability:
@@ -155,7 +156,7 @@ class Gates:
             rerun = rerun_of(item)
             run_again(self.profiler, nodeid, repeat.runs - 1, rerun, repeat.seconds, probe=probing)
         if confirming:
-            confirm(self.profiler, item, judges, repeat.runs)
+            confirm(self.profiler, item, judges, repeat.runs, self.slow_machine)
         if more or confirming:  # the re-runs' profile
             profile = self.profiler.session.tests.get(nodeid)
         if profile is not None and profile.extra.get(extra_keys.HELD):

@@ -63,10 +63,26 @@ class Judge(Protocol):
 # pauses each): a slow phase that outlasts them is met by every gated test in it, and a suite of
 # a hundred would wait half an hour to be told, test by test, what the first one found.
 SLOW_MACHINE_MEMORY_S = 60.0
-_slow_machine_seen = [-float("inf")]  # time.monotonic() when one last did
 
 
-def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs: int) -> None:
+class SlowMachine:
+    """When a suspect's wait for the machine last ran out, in one session (a session's, not the
+    process's: pytest.main() run again within the minute waits afresh)."""
+
+    def __init__(self) -> None:
+        self.ran_out_at = -float("inf")  # time.monotonic()
+
+    def recent(self) -> bool:
+        return time.monotonic() - self.ran_out_at < SLOW_MACHINE_MEMORY_S
+
+
+def confirm(
+    profiler: Profiler,
+    item: pytest.Item,
+    judges: Sequence[Judge],
+    runs: int,
+    slow_machine: SlowMachine,
+) -> None:
     """A timed CPU regression must survive more runs after pauses before it fails: on a shared
     machine another process can slow every run of a test for seconds. Each round re-runs the
     call `runs` times; the fastest of all runs is what the judges then judge (docs/baselines.md,
@@ -76,7 +92,7 @@ def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs
     SLOW_MACHINE_MEMORY_S). The re-runs change only the CPU figures, never the counted ones."""
     confirming = [judge for judge in judges if judge.confirms_cpu]
     nodeid = item.nodeid
-    waited_out = time.monotonic() - _slow_machine_seen[0] < SLOW_MACHINE_MEMORY_S
+    waited_out = slow_machine.recent()
 
     def waiting(profile: TestProfile) -> bool:
         return any(judge.waits_for_machine(item, profile) for judge in confirming)
@@ -96,7 +112,7 @@ def confirm(profiler: Profiler, item: pytest.Item, judges: Sequence[Judge], runs
         run_again(profiler, nodeid, runs, rerun_of(item), probe=True)
     profile = profiler.session.tests[nodeid]
     if any(judge.cpu_suspect(item, profile) for judge in confirming) and waiting(profile):
-        _slow_machine_seen[0] = time.monotonic()
+        slow_machine.ran_out_at = time.monotonic()
 
 
 def judge_report(
