@@ -48,3 +48,10 @@ def test_counts_from_another_environment_are_written_however_close() -> None:
     other = TestEntry({"instructions": 1_000_100.0}, (), environment={"valgrind": "3.20"})
     assert within_noise(stored, same, NoiseRule())
     assert not within_noise(stored, other, NoiseRule())
+
+
+def test_counts_from_a_checkout_elsewhere_within_noise_keep_the_stored_entry() -> None:
+    # A save from another clone (another depth) must not rewrite every count that did not move.
+    stored = TestEntry({"instructions": 1_000_000.0}, (), environment={"paths": "checkout 2"})
+    moved = TestEntry({"instructions": 1_000_100.0}, (), environment={"paths": "checkout 9"})
+    assert within_noise(stored, moved, NoiseRule())

@@ -137,6 +137,33 @@ def test_counts_from_another_environment_are_a_note_not_a_failure():
     assert "package numpy" in note.message and "2.5.5" in note.message
 
 
+def test_counts_from_a_checkout_elsewhere_are_judged_and_a_regression_names_the_move():
+    # Where the checkout lies moves the counts of code that resolves paths (+3% on a hot path in
+    # a deeper CI checkout): never "not compared" for that (most tests resolve no path), but
+    # a regression says its baseline was counted elsewhere.
+    here = {"python": "3.x", "paths": "checkout 2 directories, 10 characters; interpreter x"}
+    there = {**here, "paths": "checkout 9 directories, 70 characters; interpreter x"}
+    base = _entry(10**7, {}, here)
+    same = compare(base, _entry(10_003_000, {}, there), RULE).findings
+    assert not [f for f in same if f.failed or f.kind == "not_compared"], same
+    (failed,) = [f for f in compare(base, _entry(10**7 * 1.1, {}, there), RULE).findings]
+    assert failed.failed and "counted with its paths elsewhere (checkout 2 directories" in (
+        failed.message
+    )
+    (failed,) = [f for f in compare(base, _entry(10**7 * 1.1, {}, here), RULE).findings]
+    assert "elsewhere" not in failed.message
+
+
+def test_the_counts_environment_has_the_paths_shape_not_the_paths(tmp_path):
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    shallow, deeper = runner.path_shape(tmp_path), runner.path_shape(deep)
+    assert shallow != deeper and str(tmp_path) not in shallow
+    assert deeper.startswith(f"{str(deep.resolve()).count(os.sep)} directories")
+    env = runner.environment("valgrind-3.19.0", deep)
+    assert env["paths"].startswith(f"checkout {deeper}; interpreter ")
+
+
 def test_baseline_file_round_trip_and_strict_reading():
     entry = _entry(123, {"t.py::f": 100}, {"python": "3.11"})
     baseline = ModuleBaseline("t.py", 0.01, "cpu", 1, {"t.py::test": entry})

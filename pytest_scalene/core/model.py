@@ -25,6 +25,19 @@ PER_CALL_EXTRA = (extra_keys.ALLOC_MB, extra_keys.COPY_MB)
 COUNTED_CALLS_KEY = "benchmark calls counted"
 
 
+# Where the checkout and the interpreter lie, by shape (directories, characters; never the paths,
+# baselines are shared): code that resolves a path counts per directory (os.path.realpath walks
+# each one), so a checkout elsewhere counts differently (+6% on a test that built a profiler,
+# from a checkout 10 directories deeper). Not a reason to leave counts uncompared (most tests
+# resolve no path): a regression counted elsewhere says so (gates/comparison.py).
+PATHS_KEY = "paths"
+
+
+def comparable_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """What counts must share to be compared: their environment but where the paths lie."""
+    return {k: v for k, v in environment.items() if k != PATHS_KEY}
+
+
 def counted_calls(environment: Mapping[str, str]) -> int | None:
     """The calls a benchmark test's counts were counted over (COUNTED_CALLS_KEY), else None."""
     value = environment.get(COUNTED_CALLS_KEY, "")

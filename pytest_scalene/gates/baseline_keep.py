@@ -13,6 +13,7 @@ sampling profiler may catch in one run and miss in the next.
 
 from __future__ import annotations
 
+from ..core.model import comparable_environment
 from .baseline_store import LineEntry, TestEntry
 from .noise_rule import NoiseRule
 
@@ -46,9 +47,10 @@ def within_noise(stored: TestEntry, new: TestEntry, rule: NoiseRule) -> bool:
     if stored.metrics.keys() != new.metrics.keys():  # a profiler on in one run only
         return False
     # Counts from another environment (interpreter, valgrind, packages, a benchmark's counted
-    # calls) are another quantity: the comparison would not judge them, and "re-save the
+    # calls; not where the checkout lies, which a save from another clone must not churn) are
+    # another quantity: the comparison would not judge them, and "re-save the
     # baseline" must replace them, however close the figures.
-    if stored.environment != new.environment:
+    if comparable_environment(stored.environment) != comparable_environment(new.environment):
         return False
     if not _metrics_close(stored.metrics, new.metrics, rule):
         return False

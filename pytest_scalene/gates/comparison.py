@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..core.model import PATHS_KEY
 from .baseline_store import LineEntry, TestEntry
 from .findings import JUDGED, Comparison, Finding
 from .incomparable import incomparable
@@ -56,7 +57,8 @@ def compare(
             continue
         judge = _Judge(name, rule)
         if name == "instructions":
-            result.findings += function_findings(baseline, current, judge)
+            found = function_findings(baseline, current, judge)
+            result.findings += [_counted_elsewhere(f, baseline, current) for f in found]
             continue
         result.findings += judge.test(baseline, current, pairs, new)
         result.findings += judge.lines(baseline, current, pairs, new, vanished)
@@ -81,6 +83,21 @@ def _with_limit(finding: Finding, rule: NoiseRule) -> Finding:
         return finding
     before = finding.baseline
     return replace(finding, limit=before + rule.least_growth(finding.metric, before))
+
+
+def _counted_elsewhere(finding: Finding, baseline: TestEntry, current: TestEntry) -> Finding:
+    """A count regression whose baseline was counted with the checkout or the interpreter
+    elsewhere says so: code that resolves paths counts per directory (core/model.PATHS_KEY)."""
+    before = baseline.environment.get(PATHS_KEY)
+    after = current.environment.get(PATHS_KEY)
+    if finding.kind != "regression" or before is None or before == after:
+        return finding
+    note = (
+        f"; the baseline was counted with its paths elsewhere ({before} -> {after}): code that "
+        "resolves a path counts per directory, so part of this may be the move; re-save the "
+        "baseline where it is compared"
+    )
+    return replace(finding, message=finding.message + note)
 
 
 def _no_function_named(finding: Finding, current: TestEntry, judge: _Judge) -> Finding:

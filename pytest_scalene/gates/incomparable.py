@@ -3,7 +3,7 @@ environment, and per-call figures against whole-test ones."""
 
 from __future__ import annotations
 
-from ..core.model import PER_CALL_EXTRA
+from ..core.model import PER_CALL_EXTRA, comparable_environment
 from .baseline_store import TestEntry
 from .findings import Finding
 
@@ -15,10 +15,12 @@ def incomparable(baseline: TestEntry, current: TestEntry, findings: list[Finding
 
 def _counts(baseline: TestEntry, current: TestEntry, findings: list[Finding]) -> set[str]:
     """Instruction counts from another interpreter, valgrind, hash seed or package versions are
-    not comparable: a note names what differs, never a failure."""
+    not comparable: a note names what differs, never a failure. Counts from a checkout
+    elsewhere are compared (comparison.py names the move in a regression's message)."""
     if "instructions" not in baseline.metrics or "instructions" not in current.metrics:
         return set()
-    before, after = baseline.environment, current.environment
+    before = comparable_environment(baseline.environment)
+    after = comparable_environment(current.environment)
     differs = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     if not differs:
         return set()

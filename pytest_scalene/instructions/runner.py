@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.model import COUNTED_CALLS_KEY
+from ..core.model import COUNTED_CALLS_KEY, PATHS_KEY
 from ..core.runenv import COUNTING_ENV, interpreter
 from . import callgrind_out
 from .child_plugin import CALLS_ENV, LABEL_PREFIX, RESULTS_ENV
@@ -86,15 +86,23 @@ def python_flags() -> list[str]:
     return ["-X", "perf"] if hasattr(sys, "activate_stack_trampoline") else []
 
 
-def environment(valgrind: str) -> dict[str, str]:
-    """What the counts depend on besides the code: a mismatch makes them incomparable."""
+def environment(valgrind: str, rootdir: Path) -> dict[str, str]:
+    """What the counts depend on besides the code: a mismatch makes them incomparable, but for
+    where the paths lie (PATHS_KEY), which a regression's message names."""
     return {
         "python": interpreter(),
         "valgrind": valgrind,
         "callgrind_options": " ".join((*CALLGRIND_OPTIONS, *python_flags())),
         "hash_seed": HASH_SEED,
         "machine": os.uname().machine,
+        PATHS_KEY: f"checkout {path_shape(rootdir)}; interpreter {path_shape(sys.prefix)}",
     }
+
+
+def path_shape(path: str | os.PathLike[str]) -> str:
+    """`path` resolved, as os.path.realpath walks it: its directories and characters."""
+    real = os.path.realpath(path)
+    return f"{real.count(os.sep)} directories, {len(real)} characters"
 
 
 def kept_arguments(args: Sequence[str]) -> list[str]:
@@ -185,7 +193,7 @@ def count(
         except (OSError, ValueError):
             why = f"the counting session under valgrind ended with exit status {run.returncode}"
             return {n: why for n in nodeids}, output
-        fingerprint = environment(valgrind_version())
+        fingerprint = environment(valgrind_version(), rootdir)
         fingerprint.update({f"package {k}": v for k, v in results.get("packages", {}).items()})
         perf_map_path = Path(results.get("perf_map") or out_dir / "none")
         perf_map = callgrind_out.read_perf_map(perf_map_path)
