@@ -6,7 +6,9 @@
 // test's start read here and a sample read there subtract without a rounding step.
 #include <Python.h>
 
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -35,6 +37,59 @@ static PyObject* kernel_handler(PyObject* module, PyObject* arg) {
   struct sigaction action;
   if (sigaction(signum, NULL, &action) != 0) Py_RETURN_NONE;
   return PyLong_FromVoidPtr((void*)action.sa_handler);
+}
+
+// -- Delivery stamps ------------------------------------------------------------------------------
+// The main thread's CPU clock when the kernel delivered the sampler's signal, read by a C handler
+// that runs before Python's (which only notes the signal: the Python handler runs at the main
+// thread's next bytecode). The main thread's CPU time from delivery to the Python handler is
+// what native code held it back by (signal_delay.py). Measured from the timer's expiry instead,
+// the delay also held the kernel's lag in noticing it: CPU timers are checked at ticks on a CPU
+// running the process, and on a CPU shared with busy processes its slices end before a tick for
+// milliseconds, so a pure-Python loop read 3-19% Python (docs/cpu.md).
+static struct sigaction chained;  // Python's handler, run after the stamp
+static clockid_t main_clock;
+static int64_t delivered_ns = -1;  // the first delivery not yet taken; -1: none
+
+static void stamp_handler(int signum, siginfo_t* info, void* context) {
+  int saved_errno = errno;
+  struct timespec ts;
+  if (__atomic_load_n(&delivered_ns, __ATOMIC_ACQUIRE) < 0 && clock_gettime(main_clock, &ts) == 0)
+    __atomic_store_n(&delivered_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, __ATOMIC_RELEASE);
+  errno = saved_errno;
+  if (chained.sa_flags & SA_SIGINFO)
+    chained.sa_sigaction(signum, info, context);
+  else if (chained.sa_handler != SIG_DFL && chained.sa_handler != SIG_IGN)
+    chained.sa_handler(signum);
+}
+
+// stamp_install(signum) -> the kernel handler's address now: the stamp's in front of the handler
+// Python just installed (called on the main thread, whose clock it reads), or None where the
+// kernel's handler is no function to chain to (nothing changed). Python's signal.signal on
+// `signum` later replaces it with its own again.
+static PyObject* stamp_install(PyObject* module, PyObject* arg) {
+  int signum = (int)PyLong_AsLong(arg);
+  if (signum == -1 && PyErr_Occurred()) return NULL;
+  struct sigaction python, stamped;
+  if (sigaction(signum, NULL, &python) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  if (python.sa_handler == SIG_DFL || python.sa_handler == SIG_IGN) Py_RETURN_NONE;
+  if ((void*)python.sa_handler == (void*)stamp_handler) return PyLong_FromVoidPtr((void*)stamp_handler);
+  if (pthread_getcpuclockid(pthread_self(), &main_clock) != 0) Py_RETURN_NONE;
+  chained = python;
+  stamped = python;
+  stamped.sa_sigaction = stamp_handler;
+  stamped.sa_flags |= SA_SIGINFO;
+  __atomic_store_n(&delivered_ns, -1, __ATOMIC_RELEASE);
+  if (sigaction(signum, &stamped, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  return PyLong_FromVoidPtr((void*)stamp_handler);
+}
+
+// stamp_take() -> the main thread's CPU seconds at the first delivery since the last take, or
+// None where none came (or no stamp is installed).
+static PyObject* stamp_take(PyObject* module, PyObject* unused) {
+  int64_t ns = __atomic_exchange_n(&delivered_ns, -1, __ATOMIC_ACQ_REL);
+  if (ns < 0) Py_RETURN_NONE;
+  return PyFloat_FromDouble((double)ns / 1e9);
 }
 
 static int parse(PyObject* const* args, Py_ssize_t nargs, Py_ssize_t want, const char* name) {
@@ -91,6 +146,7 @@ static PyObject* begin(PyObject* module, PyObject* const* args, Py_ssize_t nargs
     if (setitimer(which, &was, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
     Py_RETURN_NONE;
   }
+  __atomic_store_n(&delivered_ns, -1, __ATOMIC_RELEASE);  // one between tests is not this test's
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) != 0 || getitimer(which, &timer) != 0)
     return PyErr_SetFromErrno(PyExc_OSError);
@@ -131,22 +187,9 @@ static PyObject* start_readings(PyObject* module, PyObject* unused) {
   return Py_BuildValue("(dddd)", start.user, start.system, start.wall, start.until_expiry);
 }
 
-// signal_delay.SignalDelay.python_share for a test no sample landed in: the timer's start as
-// prompt as a handler on time, `elapsed` on the timer's clock since.
-static double python_share(double used, double elapsed, double until_expiry, int wall,
-                           double prompt_s) {
-  if (elapsed <= 0 || elapsed <= until_expiry) return 1.0;
-  double before_expiry = fmin(elapsed, until_expiry);
-  double after_expiry = elapsed - before_expiry;
-  double running = wall ? fmin(1.0, used / elapsed) : 1.0;
-  int prompt = after_expiry * running <= prompt_s;
-  double python = before_expiry * (1 + prompt) / 2 + after_expiry * prompt;
-  return python / elapsed;
-}
-
 // The profile's CPU attributes, interned at the module's import: a name made from a C string at
 // each call is hashed and compared in full at every look-up.
-static PyObject *cpu_python_s, *cpu_native_s, *cpu_system_s;
+static PyObject *cpu_python_s, *cpu_system_s;
 
 // profile.<name> += value, for a float attribute.
 static int add_to(PyObject* profile, PyObject* name, double value) {
@@ -162,17 +205,14 @@ static int add_to(PyObject* profile, PyObject* name, double value) {
   return failed;
 }
 
-// end_test(itimer, interval_s, profile, threads, main_ident, wall, prompt_s) -> used_s or None.
-// The test begun by begin(..., threads, main_ident), where threading still knows the main thread
-// alone: end() and cpu_sampler._final_main_only in one call, the CPU time since the start
-// charged to `profile` (cpu_python_s, cpu_native_s, cpu_system_s) and returned. None, nothing
-// done, where begin kept no readings or other threads run: the caller takes start_readings.
+// end_test(itimer, interval_s, profile, threads, main_ident) -> used_s or None. The test begun
+// by begin(..., threads, main_ident), where threading still knows the main thread alone: end()
+// and cpu_sampler._final_main_only in one call, the CPU time since the start charged to
+// `profile` (cpu_python_s, cpu_system_s) and returned. None, nothing done, where begin kept no
+// readings or other threads run: the caller takes start_readings.
 static PyObject* end_test(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
-  if (!parse(args, nargs, 7, "end_test")) return NULL;
+  if (!parse(args, nargs, 5, "end_test")) return NULL;
   if (!start.held || !only_main_thread(args[3], args[4])) Py_RETURN_NONE;
-  int wall = PyObject_IsTrue(args[5]);
-  double prompt_s = PyFloat_AsDouble(args[6]);
-  if (wall == -1 || (prompt_s == -1.0 && PyErr_Occurred())) return NULL;
   PyObject* ended = end(module, args, 2);  // (itimer, interval_s)
   if (ended == NULL) return NULL;
   double user_now = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(ended, 0));
@@ -183,12 +223,10 @@ static PyObject* end_test(PyObject* module, PyObject* const* args, Py_ssize_t na
   double system = fmax(0.0, system_now - start.system);
   double used = user + system;
   if (used > 0) {
-    double elapsed = wall ? perf_counter_seconds() - start.wall
-                          : (user_now + system_now) - (start.user + start.system);
-    double python = user * python_share(used, elapsed, start.until_expiry, wall, prompt_s);
-    if (add_to(args[2], cpu_python_s, python) != 0 ||
-        add_to(args[2], cpu_native_s, user - python) != 0 ||
-        add_to(args[2], cpu_system_s, system) != 0)
+    // signal_delay.SignalDelay.python_share(ended=True) for a test no sample landed in: both
+    // ends on time (the start, and an end no native code held back: a signal delivered since
+    // would have had its handler run at a bytecode before this call), so all of it is Python.
+    if (add_to(args[2], cpu_python_s, user) != 0 || add_to(args[2], cpu_system_s, system) != 0)
       return NULL;
   }
   return PyFloat_FromDouble(used);
@@ -204,8 +242,13 @@ static PyMethodDef methods[] = {
     {"start_readings", start_readings, METH_NOARGS,
      "start_readings(): (user_s, system_s, wall_s, until_expiry_s) kept by begin, or None."},
     {"end_test", (PyCFunction)(void (*)(void))end_test, METH_FASTCALL,
-     "end_test(itimer, interval_s, profile, threads, main_ident, wall, prompt_s): end() and the "
-     "CPU time since begin charged to `profile`; None where begin kept nothing or threads run."},
+     "end_test(itimer, interval_s, profile, threads, main_ident): end() and the CPU time since "
+     "begin charged to `profile`; None where begin kept nothing or threads run."},
+    {"stamp_install", stamp_install, METH_O,
+     "stamp_install(signum): a C handler that stamps each delivery with the main thread's CPU "
+     "clock, in front of Python's; the kernel's handler address now, or None."},
+    {"stamp_take", stamp_take, METH_NOARGS,
+     "stamp_take(): the main thread's CPU seconds at the first delivery not yet taken, or None."},
     {"end", (PyCFunction)(void (*)(void))end, METH_FASTCALL,
      "end(itimer, interval_s): disarm the sampler's timer, then (user_s, system_s)."},
     {NULL, NULL, 0, NULL}};
@@ -215,8 +258,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_timer_calls",
 
 PyMODINIT_FUNC PyInit__timer_calls(void) {
   cpu_python_s = PyUnicode_InternFromString("cpu_python_s");
-  cpu_native_s = PyUnicode_InternFromString("cpu_native_s");
   cpu_system_s = PyUnicode_InternFromString("cpu_system_s");
-  if (cpu_python_s == NULL || cpu_native_s == NULL || cpu_system_s == NULL) return NULL;
+  if (cpu_python_s == NULL || cpu_system_s == NULL) return NULL;
   return PyModule_Create(&module);
 }

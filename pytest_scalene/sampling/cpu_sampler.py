@@ -34,7 +34,7 @@ from .held_signal import HeldSignal, SignalBusy
 from .scope import CodeScope, where_it_ran
 from .signal_delay import SignalDelay
 from .threads import current_frames, only_main_thread, thread_cpu
-from .timers import real_getsignal
+from .timers import delivered_at, real_getsignal
 
 
 class SampleListener(Protocol):
@@ -186,9 +186,7 @@ class CpuSampler(HeldSignal):
         _final_main_only does) in one call. False, nothing done, where other threads run."""
         profile = self._profile
         try:
-            used = self._usual_timer.end_test(
-                profile, self._main_ident, self.clock == "wall", self._delay.prompt_s
-            )
+            used = self._usual_timer.end_test(profile, self._main_ident)
         except BaseException:
             self._profile = None
             self._in_lane = False
@@ -296,7 +294,7 @@ class CpuSampler(HeldSignal):
         used = user + system
         if used > 0:
             now = user_now + system_now if self.clock == "cpu" else perf_counter()  # see _started
-            python = user * self._delay.python_share(used, now)
+            python = user * self._delay.python_share(used, now, ended=True)
             profile.cpu_python_s += python
             profile.cpu_native_s += user - python
             profile.cpu_system_s += system
@@ -345,7 +343,10 @@ class CpuSampler(HeldSignal):
             cpu_system = used * system_share
             cpu_user = used - cpu_system
             if is_main:
-                python = cpu_user * self._delay.python_share(used, self._timer_now())
+                held = None if final else _held_since_delivery(main_clock_at_entry)
+                python = cpu_user * self._delay.python_share(
+                    used, self._timer_now(), held, ended=final
+                )
                 native = cpu_user - python
             else:
                 native = cpu_user if frame is not None and on_call(frame) else 0.0
@@ -370,3 +371,10 @@ class CpuSampler(HeldSignal):
         self._thread_clock = readings
         if not final:
             self._exclude_handler_time(main_clock_at_entry)
+
+
+def _held_since_delivery(main_clock_at_entry: float) -> float | None:
+    """The main thread's CPU seconds from the signal's delivery to this handler (native code
+    holding it back), or None where no delivery was stamped."""
+    delivered = delivered_at()
+    return None if delivered is None else max(0.0, main_clock_at_entry - delivered)

@@ -19,6 +19,7 @@ from .timers import (
     IntervalTimer,
     SamplingTimer,
     choose,
+    install_delivery_stamp,
     os_handler,
     python_trampoline,
     real_getsignal,
@@ -63,7 +64,8 @@ class HeldSignal:
         # (read() on a pipe) fail with EINTR where it does not unprofiled.
         _siginterrupt(self.signum, False)
         self._holds_signal = True
-        self._kernel_handler = python_trampoline(self.signum)
+        trampoline = python_trampoline(self.signum)  # read before the stamp goes in front
+        self._kernel_handler = install_delivery_stamp(self.signum) or trampoline
 
     def _still_held(self) -> bool:
         """The usual signal is still the sampler's from the last test: its handler in Python's

@@ -61,6 +61,20 @@ def os_handler(signum: int) -> int | None:
     return kernel_handler(signum)
 
 
+def install_delivery_stamp(signum: int) -> int | None:
+    """A C handler in front of Python's on `signum` that stamps each delivery with the main
+    thread's CPU clock (native/timer_calls.c; signal_delay.py says why): the kernel's handler
+    address now, or None where it cannot be (no extension; nothing changed). Call on the main
+    thread, right after a Python handler was installed."""
+    return None if _timer_calls is None else _timer_calls.stamp_install(signum)
+
+
+def delivered_at() -> float | None:
+    """The main thread's CPU seconds at the first delivery of the stamped signal since the last
+    call, or None where none came or no stamp is installed."""
+    return None if _timer_calls is None else _timer_calls.stamp_take()
+
+
 _trampoline: int | None = None  # Python's C-level handler, the same for every signal
 
 
@@ -147,14 +161,12 @@ class IntervalTimer:
         self._armed = reading is not None
         return reading
 
-    def end_test(
-        self, profile: Any, main_ident: int | None, wall: bool, prompt_s: float
-    ) -> float | None:
+    def end_test(self, profile: Any, main_ident: int | None) -> float | None:
         """After begin() returned True: end() and the CPU time since the start charged to
         `profile` (cpu_sampler._final_main_only), in one call; the seconds charged. None,
         nothing done, where other threads run now: the caller takes start_readings()."""
         used = _timer_calls.end_test(
-            self.itimer, self._interval, profile, threading._active, main_ident, wall, prompt_s
+            self.itimer, self._interval, profile, threading._active, main_ident
         )
         if used is not None:
             self._armed = False
