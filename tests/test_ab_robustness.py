@@ -194,26 +194,57 @@ def fake_workers() -> list[Any]:
     ]
 
 
-def test_a_slower_first_reading_is_confirmed_in_fresh_workers_and_the_second_decides(
-    monkeypatch,
-):
-    readings = {"test_a.py::test_x": [[1.5] * 10, [1.0] * 10]}
-    monkeypatch.setattr(pairs, "compare_test", lambda nodeid, *_: _reading(readings, nodeid))
+def _compared(readings: dict[str, list[list[float]]]) -> tuple[pairs.Outcome, int]:
+    """One test compared on `readings` (one list of ratios per reading, in turn): its outcome
+    and how many fresh sets of workers it took."""
+    nodeid = next(iter(readings))
     restarts = []
 
     def restart() -> list[Any]:
         restarts.append(1)
         return fake_workers()
 
-    side = workers.Side("baseline", None, None, tests={"test_a.py::test_x": "k"})  # type: ignore[arg-type]
+    side = workers.Side("baseline", None, None, tests={nodeid: "k"})  # type: ignore[arg-type]
     result = ab_run.Result()
-    ab_run._compare_all(
-        ["test_a.py::test_x"], side, side, fake_workers(), result, no_progress, restart
-    )
-    outcome = result.outcomes["test_a.py::test_x"]
-    assert restarts == [1]
-    assert outcome.verdict == "pass", outcome
-    assert outcome.first_ratio == 1.5
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pairs, "compare_test", lambda nodeid, *_: _reading(readings, nodeid))
+        ab_run._compare_all([nodeid], side, side, fake_workers(), result, no_progress, restart)
+    assert not readings[nodeid], "a reading was left unmeasured"
+    return result.outcomes[nodeid], len(restarts)
+
+
+def test_a_slower_first_reading_is_confirmed_in_fresh_workers() -> None:
+    outcome, restarts = _compared({"test_a.py::test_x": [[1.5] * 10, [1.5] * 10]})
+    assert restarts == 1 and outcome.verdict == "fail" and outcome.first_ratio == 1.5
+    assert outcome.second_ratio is None
+
+
+@pytest.mark.parametrize(("third", "decides"), [(1.0, "pass"), (1.5, "fail")])
+def test_a_first_reading_overturned_by_the_second_is_decided_by_a_third(third, decides) -> None:
+    # Either reading can be the one that drew unlike processes: a real 1.3x slowdown once read
+    # slower, then not, and passed silently when the second reading decided alone.
+    outcome, restarts = _compared({"test_a.py::test_x": [[1.5] * 10, [1.0] * 10, [third] * 10]})
+    assert restarts == 2 and outcome.verdict == decides, outcome
+    assert (outcome.first_ratio, outcome.second_ratio) == (1.5, 1.0)
+
+
+def test_a_third_reading_that_cannot_be_had_leaves_the_test_not_judged() -> None:
+    nodeid = "test_a.py::test_x"
+    readings = {nodeid: [[1.5] * 10, [1.0] * 10]}
+    fresh = [fake_workers]
+
+    def restart() -> list[Any]:
+        if not fresh:
+            raise workers.WorkerError("a worker did not start again")
+        return fresh.pop()()
+
+    side = workers.Side("baseline", None, None, tests={nodeid: "k"})  # type: ignore[arg-type]
+    result = ab_run.Result()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pairs, "compare_test", lambda nodeid, *_: _reading(readings, nodeid))
+        ab_run._compare_all([nodeid], side, side, fake_workers(), result, no_progress, restart)
+    outcome = result.outcomes[nodeid]
+    assert outcome.verdict is None and "did not start again" in outcome.note
 
 
 def _functions(*grew: str) -> list[ab_statistic.FunctionVerdict]:

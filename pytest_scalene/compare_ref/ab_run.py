@@ -193,8 +193,6 @@ def _compare_all(
     again = _measure(judged, workers, result, restart)
     for nodeid in judged:
         progress(nodeid)
-    if not again:
-        return
     # A slower verdict is confirmed in fresh processes: a process can run the same code
     # persistently slower than another (its memory layout). So is a pass where a function's
     # share clearly grew but its ratio stayed under the limit: a process can also run the same
@@ -203,13 +201,9 @@ def _compare_all(
     # workers, and that reading decides; for a suspect pass, only where a suspected function's
     # share clearly grew again (verdict.confirms).
     firsts = {nodeid: result.outcomes[nodeid] for nodeid in again}
-    try:
-        workers = restart()
-    except WorkerError as exc:
-        for nodeid in again:
-            result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
+    if not _measure_again(again, restart, result):
         return
-    _measure(again, workers, result)
+    overturned = []
     for nodeid, first in firsts.items():
         second = result.outcomes[nodeid]
         if second.verdict is None:
@@ -223,6 +217,37 @@ def _compare_all(
             result.outcomes[nodeid] = first  # the pass stands: not borne out
             continue
         second.first_ratio = ab_statistic.median_ratio(first.ratios)
+        if first.verdict == "fail" and second.verdict == "pass":
+            overturned.append(nodeid)
+    # A slower first reading that fresh workers overturned: one of the two readings drew unlike
+    # processes, and either can be the one. A third set of workers decides, two readings of
+    # three. The second alone let a real 1.3x slowdown pass silently (1 run in 12 of
+    # test_compare_ref.py's, read slower, then not), as it can let unchanged code read 1.39x.
+    seconds = {nodeid: result.outcomes[nodeid] for nodeid in overturned}
+    if not _measure_again(overturned, restart, result):
+        return
+    for nodeid, second in seconds.items():
+        third = result.outcomes[nodeid]
+        third.first_ratio = second.first_ratio
+        if third.verdict is not None:
+            third.second_ratio = ab_statistic.median_ratio(second.ratios)
+
+
+def _measure_again(
+    nodeids: Sequence[str], restart: Callable[[], list[WorkerProcess]], result: Result
+) -> bool:
+    """`nodeids` measured again, from the start, in a fresh set of workers: False where there
+    was nothing to measure, or no fresh workers (each test then says why it is not judged)."""
+    if not nodeids:
+        return False
+    try:
+        workers = restart()
+    except WorkerError as exc:
+        for nodeid in nodeids:
+            result.outcomes[nodeid] = pairs.Outcome(nodeid, note=f"not judged: {exc}")
+        return False
+    _measure(nodeids, workers, result)
+    return True
 
 
 def _measure(

@@ -44,6 +44,7 @@ class Outcome:
     test_verdict: str | None = None  # the test-time rule's verdict alone
     function_lines: dict[tuple[str, str], verdict.LineGrowth | None] = field(default_factory=dict)
     first_ratio: float | None = None  # a slower first reading, confirmed (or not) by this one
+    second_ratio: float | None = None  # the fresh workers' reading that overturned the first
     workers: int = 1  # per side: run i ran in worker i % workers (the function rule's clusters)
 
 

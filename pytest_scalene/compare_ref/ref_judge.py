@@ -60,6 +60,10 @@ def _errors(z: float | None) -> str:
     return "the same in every run" if z is None else f"{z:.1f} standard errors"
 
 
+def _rounded(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio, 4)
+
+
 def result_of(outcome: pairs.Outcome, setup: ab_run.Setup) -> dict[str, Any]:
     found: dict[str, Any] = {"ref": setup.ref, "commit": setup.commit}
     if outcome.verdict is None:
@@ -73,7 +77,8 @@ def result_of(outcome: pairs.Outcome, setup: ab_run.Setup) -> dict[str, Any]:
             "fails_above": ab_statistic.threshold_at(n),
             "pairs": n,
             "ratios": [round(r, 4) for r in outcome.ratios],
-            "first_ratio": None if outcome.first_ratio is None else round(outcome.first_ratio, 4),
+            "first_ratio": _rounded(outcome.first_ratio),
+            "second_ratio": _rounded(outcome.second_ratio),
             "calls_per_run": outcome.inner,
             "baseline_cpu_s": round(ab_statistic.median_ratio(outcome.baseline_cpu_s), 6),
             "cpu_s": round(ab_statistic.median_ratio(outcome.cpu_s), 6),
