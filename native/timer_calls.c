@@ -54,8 +54,10 @@ static int64_t delivered_ns = -1;  // the first delivery not yet taken; -1: none
 static void stamp_handler(int signum, siginfo_t* info, void* context) {
   int saved_errno = errno;
   struct timespec ts;
+  int64_t none = -1;  // two threads can take a delivery each at once: the first stamp stays
   if (__atomic_load_n(&delivered_ns, __ATOMIC_ACQUIRE) < 0 && clock_gettime(main_clock, &ts) == 0)
-    __atomic_store_n(&delivered_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, __ATOMIC_RELEASE);
+    __atomic_compare_exchange_n(&delivered_ns, &none, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+                                0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   errno = saved_errno;
   if (chained.sa_flags & SA_SIGINFO)
     chained.sa_sigaction(signum, info, context);

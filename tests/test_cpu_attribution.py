@@ -137,6 +137,19 @@ def test_the_stretch_before_the_expiry_is_split_by_both_ends_of_the_interval():
     assert shares == pytest.approx([1.0, 0.005 / 0.018, (0.005 + 0.001) / 0.011, 0.005 / 0.019])
 
 
+def test_a_stamped_delivery_splits_the_kernels_lag_from_what_held_the_handler():
+    # Each interval: 10 ms to the expiry, 8 ms after it; of those 8 ms, the handler was held
+    # after the delivery (the stamp) 0.2 ms (the kernel's lag before: bytecode ran), or 6 ms.
+    split = SignalDelay(0.01, "cpu")
+    split.restart(0.0, 0.01)
+    assert split.python_share(0.018, 0.018, held=0.0002) == 1.0  # a lag, not native
+    split.restart(0.0, 0.01)
+    # held 6 ms: native; the 12 ms before the delivery, between a prompt and a late end, half
+    assert split.python_share(0.018, 0.018, held=0.006) == pytest.approx(0.006 / 0.018)
+    split.restart(0.0, 0.01)
+    assert split.python_share(0.018, 0.018) == pytest.approx(0.005 / 0.018)  # no stamp: 8 ms late
+
+
 def test_back_to_back_native_calls_are_all_native():
     shares = python_shares([(0.01, 0.009), (0.01, 0.009), (0.01, 0.008)])
     assert shares[1:] == pytest.approx([0.0, 0.0])

@@ -75,12 +75,14 @@ def _pinned(cpu: int, code: str) -> list[str]:
     return [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n{code}"]
 
 
-def test_the_split_holds_on_a_cpu_shared_with_a_busy_process() -> None:
+def test_the_split_holds_on_a_cpu_shared_with_a_busy_process(tmp_path) -> None:
     cpu = min(os.sched_getaffinity(0))
     hog = subprocess.Popen(_pinned(cpu, "while True: pass"))
     try:
+        # Run from elsewhere: `python -c` puts its working directory first on sys.path, and
+        # the checkout's source tree (no built extension in it) would shadow the installed one.
         child = subprocess.run(
-            _pinned(cpu, CHILD), capture_output=True, text=True, timeout=300, env=os.environ
+            _pinned(cpu, CHILD), capture_output=True, text=True, timeout=300, cwd=tmp_path
         )
     finally:
         hog.kill()
