@@ -373,3 +373,30 @@ def test_a_dependency_run_again_by_a_later_test_is_in_that_tests_map(
     assert code_map is not None
     for name in ("test_first_table", "test_second_table"):
         assert "tabulate" in code_map.tests[f"test_tables.py::{name}"].distributions, name
+
+
+def test_a_changed_compiled_module_of_the_project_measures_every_test(
+    pytester: pytest.Pytester,
+) -> None:
+    # No code object runs inside a compiled extension: the map cannot tell which tests call
+    # into it, so a change to it (a rebuild, or the module no longer built) measures them all.
+    import pytest_scalene._timer_calls as built
+
+    compiled = pytester.path / Path(built.__file__).name  # imported as top-level _timer_calls
+    shutil.copyfile(built.__file__, compiled)
+    pytester.makepyfile(
+        test_native="import _timer_calls\n\n\ndef test_native():\n    assert _timer_calls\n",
+        test_python="def test_python():\n    assert sum([1, 2]) == 3\n",
+    )
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    result = pytester.runpytest_subprocess("--profile-save-baseline", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    code_map = load(pytester.path / "baselines" / FILE_NAME)
+    assert code_map is not None and list(code_map.compiled) == [compiled.name]
+    tree = working_tree(pytester.path)
+    nodeids = ["test_native.py::test_native", "test_python.py::test_python"]
+    assert [why_measured(code_map, n, [tree]) for n in nodeids] == [None, None]
+    compiled.write_bytes(compiled.read_bytes() + b"\0")  # rebuilt
+    tree = working_tree(pytester.path)
+    reasons = [why_measured(code_map, n, [tree]) for n in nodeids]
+    assert all(r and f"compiled module {compiled.name} changed" in r for r in reasons), reasons

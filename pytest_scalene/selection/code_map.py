@@ -38,6 +38,10 @@ class CodeMap:
     # key -> the fingerprint of the bytes its digests came from (digests.fingerprint), where
     # they all came from the same bytes: a file still holding them needs no digesting.
     sources: dict[str, str] = field(default_factory=dict)
+    # key -> the fingerprint of each compiled extension module of the project imported when the
+    # map was recorded (places.compiled_modules): no test's code shows calls into it, so a
+    # change to it measures every test.
+    compiled: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {
@@ -47,6 +51,7 @@ class CodeMap:
             "distributions": self.distributions,
             "files": self.files,
             "sources": self.sources,
+            "compiled": self.compiled,
             "tests": {
                 nodeid: {
                     "code": {key: sorted(ids) for key, ids in test.code.items()},
@@ -80,6 +85,7 @@ class CodeMap:
                 },
                 # Absent from maps written before it: every file is digested.
                 sources={_str(k): _str(v) for k, v in data.get("sources", {}).items()},
+                compiled={_str(k): _str(v) for k, v in data.get("compiled", {}).items()},
                 tests={
                     _str(nodeid): TestCode(
                         code={_str(k): [_str(i) for i in ids] for k, ids in t["code"].items()},
@@ -96,6 +102,8 @@ class CodeMap:
     def consistent(self, test: TestCode, newer: CodeMap) -> bool:
         """Whether `test`, recorded with this map's digests, still holds beside `newer`'s."""
         if self.python != newer.python:
+            return False
+        if any(newer.compiled.get(k, v) != v for k, v in self.compiled.items()):
             return False
         for name in test.distributions:
             if newer.distributions.get(name, self.distributions.get(name)) != (
@@ -139,6 +147,7 @@ class CodeMap:
                 for key, found in sorted(fingerprints.items())
                 if len(found) == 1 and None not in found
             },
+            compiled={**self.compiled, **newer.compiled},
         )
 
 

@@ -104,6 +104,13 @@ def why_measured(code_map: CodeMap, nodeid: str, trees: list[Tree]) -> str | Non
         return "no code map for this test (new, or not recorded yet)"
     if code_map.python != interpreter():
         return f"the interpreter changed ({code_map.python.split(' (')[0]} when recorded)"
+    for key, recorded_bytes in code_map.compiled.items():
+        for tree in trees:
+            if tree.fingerprint(key) != recorded_bytes:
+                return (
+                    f"compiled module {key} changed in {tree.name} (or is not built there): "
+                    "no test's code shows its calls into it, so every test is measured"
+                )
     for name in test.distributions:
         recorded, now = code_map.distributions.get(name), installed_version(name)
         if recorded != now:

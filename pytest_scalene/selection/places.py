@@ -6,6 +6,7 @@ a map can check (code built by exec or eval, frozen modules, templates compiled 
 from __future__ import annotations
 
 import functools
+import importlib.machinery
 import importlib.metadata
 import os
 import re
@@ -18,6 +19,7 @@ STDLIB = "stdlib"
 INSTALL_DIRS = ("site-packages", "dist-packages")
 OWN_PACKAGE = os.path.realpath(Path(__file__).parent.parent) + os.sep
 UNCHECKED = "unchecked"
+_EXTENSION_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def _site_dirs() -> list[str]:
@@ -86,6 +88,21 @@ class Places:
         top = top[: -len(".py")] if top.endswith(".py") else top
         owners = _installed()[0].get(top)
         return sorted(owners)[0] if owners else None
+
+    def compiled_modules(self) -> list[tuple[str, str]]:
+        """(map key, file name) of each compiled extension module imported now from the
+        project's own files: code the map cannot see into (no code object runs in it), covered
+        as a whole. Installed ones are covered by their distribution's version."""
+        found = []
+        for module in list(sys.modules.values()):
+            filename = getattr(module, "__file__", None)
+            if not isinstance(filename, str) or not filename.endswith(_EXTENSION_SUFFIXES):
+                continue
+            real = os.path.realpath(filename)
+            entry = self._entry_of(real)
+            if real.startswith(self.rootdir) and not (entry is not None and self._installed(entry)):
+                found.append((Path(real[len(self.rootdir) :]).as_posix(), real))
+        return sorted(found)
 
     def dist(self, name: str) -> str:
         if name not in self.versions:

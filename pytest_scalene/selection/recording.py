@@ -4,6 +4,7 @@ test, and still shapes this one), and the conftest files above it."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import types
@@ -151,7 +152,16 @@ class Recorder:
             files=files,
             tests=dict(self.tests),
             sources={key: self._fingerprints[key] for key in files if key in self._fingerprints},
+            compiled=_fingerprints(self.places.compiled_modules()),
         )
+
+
+def _fingerprints(files: list[tuple[str, str]]) -> dict[str, str]:
+    found = {}
+    for key, filename in files:
+        with contextlib.suppress(OSError):
+            found[key] = fingerprint(Path(filename).read_bytes())
+    return found
 
 
 def _fixture_codes(item: Any) -> list[types.CodeType]:
