@@ -400,3 +400,11 @@ def test_a_changed_compiled_module_of_the_project_measures_every_test(
     tree = working_tree(pytester.path)
     reasons = [why_measured(code_map, n, [tree]) for n in nodeids]
     assert all(r and f"compiled module {compiled.name} changed" in r for r in reasons), reasons
+    # Removed (renamed, no longer built): a later save drops it, or it would measure every
+    # test ever after; the merged map otherwise keeps what runs of fewer tests did not import.
+    compiled.unlink()
+    (pytester.path / "test_native.py").unlink()
+    result = pytester.runpytest_subprocess("--profile-save-baseline", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    code_map = load(pytester.path / "baselines" / FILE_NAME)
+    assert code_map is not None and code_map.compiled == {}

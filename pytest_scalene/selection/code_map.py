@@ -5,7 +5,7 @@ that a diff shows what changed and an unchanged map is written byte for byte the
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,14 @@ class CodeMap:
             },
             compiled={**self.compiled, **newer.compiled},
         )
+
+
+def built_only(code_map: CodeMap, rootdir: Path) -> CodeMap:
+    """`code_map` without the compiled modules no longer built under `rootdir`: a merged map
+    keeps those of earlier runs (a run of some tests may not import them all), and one that was
+    renamed or removed would otherwise measure every test ever after."""
+    compiled = {k: v for k, v in code_map.compiled.items() if (rootdir / k).is_file()}
+    return replace(code_map, compiled=compiled)
 
 
 def _str(value: Any) -> str:

@@ -179,7 +179,9 @@ class Selection:
         merged = stored if stored is not None else maps.pop(0)
         for other in maps:
             merged = merged.merged(other)
-        return merged
+        from .code_map import built_only  # the map's machinery is loaded by now
+
+        return built_only(merged, self.config.rootpath)
 
     def save(self) -> None:
         """After a baseline save or an A/B run: this run's maps join the stored one."""
